@@ -1,0 +1,147 @@
+"""The small interface every endpoint implements.
+
+An endpoint is one module in `mq_bridge.endpoints`, registered by its config name in
+`mq_bridge.endpoints.registry`. It may act as an input (the source of a route or of a
+`Consumer`), as an output (the sink of a route or of a `Publisher`), or both.
+
+The interface is synchronous: a route runs on its own thread and calls its endpoints
+directly (see docs/design.md, "Threading model"). A client library that is asyncio-only
+keeps a private event loop thread inside its endpoint.
+
+Input lifecycle::
+
+    connect() -> receive(max, timeout) -> Batch -> ack(batch) | nack(batch) -> ... -> close()
+
+`receive` blocks for at most `timeout` seconds (forever when None) and returns a `Batch`,
+empty on timeout. `interrupt()` may be called from another thread to end a blocking
+`receive` early (a stopping route calls it). Batches are acked in the order they were
+received unless `acks_in_any_order` is true. `exhausted` becomes true once a bounded
+source has handed out everything it has.
+
+Output lifecycle::
+
+    connect() -> send(messages) ... -> flush() -> close()
+
+`send` raises `SendError` when only some messages failed (with per-message causes), or
+any other exception when the whole batch failed; the errors' `retriable` flag tells the
+runtime whether to retry. An output that answers requests implements `request`.
+
+Middleware (`mq_bridge.middleware`) wraps these same interfaces, so a wrapped endpoint is
+still an endpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from mq_bridge.message import Message
+
+__all__ = ["Batch", "EndpointStatus", "InputEndpoint", "OutputEndpoint"]
+
+
+@dataclass(slots=True)
+class Batch:
+    """Messages handed out by one `receive`, and the endpoint's private handle to ack them."""
+
+    messages: list[Message]
+    token: Any = None
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __bool__(self) -> bool:
+        return bool(self.messages)
+
+
+@dataclass(slots=True)
+class EndpointStatus:
+    """A point-in-time snapshot, as `Consumer.status()` returns it (as a dict)."""
+
+    healthy: bool
+    target: str
+    pending: int | None = None
+    capacity: int | None = None
+    error: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "healthy": self.healthy,
+            "target": self.target,
+            "pending": self.pending,
+            "capacity": self.capacity,
+            "error": self.error,
+            "details": dict(self.details),
+        }
+
+
+class InputEndpoint:
+    """A source of messages. Subclasses implement `receive`; the rest has safe defaults."""
+
+    #: Acks may come in any order (per-message ack transports: AMQP, NATS, MQTT).
+    acks_in_any_order: ClassVar[bool] = False
+
+    def connect(self) -> None:
+        """Open connections. Raise here (not later) when the config or server is wrong."""
+
+    def receive(self, max_messages: int, timeout: float | None) -> Batch:
+        """Up to `max_messages` messages, waiting at most `timeout` seconds for the first."""
+        raise NotImplementedError
+
+    def ack(self, batch: Batch) -> None:
+        """The batch is done: advance the offset / delete it from the queue."""
+
+    def nack(self, batch: Batch) -> None:
+        """The batch was not handled: make it available for redelivery where possible."""
+
+    @property
+    def exhausted(self) -> bool:
+        """True once a bounded source has handed out everything (never for streams)."""
+        return False
+
+    def status(self) -> EndpointStatus:
+        return EndpointStatus(healthy=True, target=self.describe())
+
+    def describe(self) -> str:
+        """A short human-readable target, e.g. ``memory:orders`` (no secrets)."""
+        return type(self).__name__
+
+    def interrupt(self) -> None:
+        """End a `receive` blocked in another thread as soon as possible."""
+
+    def close(self) -> None:
+        """Release connections. Idempotent."""
+
+
+class OutputEndpoint:
+    """A sink of messages. Subclasses implement `send`."""
+
+    def connect(self) -> None:
+        """Open connections. Raise here (not later) when the config or server is wrong."""
+
+    def send(self, messages: Sequence[Message]) -> None:
+        """Deliver every message, or raise (`SendError` for a partial failure)."""
+        raise NotImplementedError
+
+    def request(self, message: Message, timeout: float | None) -> Message:
+        """Send one message and wait for its reply (request/reply outputs only)."""
+        raise NotImplementedError(f"{self.describe()} does not support request/reply")
+
+    def flush(self) -> None:
+        """Push out anything buffered."""
+
+    def status(self) -> EndpointStatus:
+        return EndpointStatus(healthy=True, target=self.describe())
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+    def close(self) -> None:
+        """Flush and release connections. Idempotent."""
+
+
+def endpoint_config_items(config: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The (name, options) pairs of an endpoint config, leaving out `middlewares`."""
+    return [(key, value) for key, value in config.items() if key != "middlewares"]

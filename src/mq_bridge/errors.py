@@ -1,0 +1,100 @@
+"""Errors raised by mq_bridge.
+
+    MQBridgeError                      root of everything the bridge raises
+    ├── ConfigError                    a config document is invalid (names the path)
+    ├── EndpointError                  an endpoint failed (connect, send, receive)
+    │   ├── EndpointUnavailableError   connection refused / lost  (retriable)
+    │   └── SendTimeoutError           backpressure: a full output did not drain in time
+    ├── SendError                      some messages of a batch failed (per-message causes)
+    └── ClosedError                    the object was closed (also a RuntimeError)
+
+    RetryableError                     raised by handlers: try again later  (retriable)
+    NonRetryableError                  raised by handlers: dead-letter or drop
+
+Every error has a ``retriable`` class attribute; retry loops ask it instead of listing
+types. Exceptions that are not ours count as not retriable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = [
+    "ClosedError",
+    "ConfigError",
+    "EndpointError",
+    "EndpointUnavailableError",
+    "MQBridgeError",
+    "NonRetryableError",
+    "RetryableError",
+    "SendError",
+    "SendTimeoutError",
+    "is_retriable",
+]
+
+
+class MQBridgeError(Exception):
+    """Root of the bridge's own errors."""
+
+    retriable: bool = False
+
+
+class ConfigError(MQBridgeError, ValueError):
+    """A config document is invalid. `path` is the dotted location of the problem."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(f"{path}: {message}" if path else message)
+        self.path = path
+
+
+class EndpointError(MQBridgeError):
+    """An endpoint failed."""
+
+
+class EndpointUnavailableError(EndpointError):
+    """The endpoint's server could not be reached; the route reconnects and retries."""
+
+    retriable = True
+
+
+class SendTimeoutError(EndpointError, TimeoutError):
+    """An output stayed full (backpressure) for longer than the allowed wait."""
+
+    retriable = True
+
+
+class SendError(MQBridgeError):
+    """Some messages of a batch failed; the others were handled.
+
+    `failures` maps a message's index in the batch to the exception that failed it.
+    """
+
+    def __init__(self, failures: Mapping[int, BaseException]) -> None:
+        self.failures = dict(failures)
+        first = next(iter(self.failures.values()), None)
+        super().__init__(f"{len(self.failures)} message(s) of the batch failed; first: {first!r}")
+
+    @property
+    def retriable(self) -> bool:  # type: ignore[override]
+        return all(is_retriable(error) for error in self.failures.values())
+
+
+class ClosedError(MQBridgeError, RuntimeError):
+    """The publisher, consumer or route was closed and cannot be used any more."""
+
+
+class RetryableError(Exception):
+    """Raised by a handler: the message should be tried again later (with backoff)."""
+
+    retriable = True
+
+
+class NonRetryableError(Exception):
+    """Raised by a handler: the message can never succeed; dead-letter or drop it."""
+
+    retriable = False
+
+
+def is_retriable(error: BaseException) -> bool:
+    """Whether retrying may help: the error's ``retriable`` attribute, else False."""
+    return bool(getattr(error, "retriable", False))

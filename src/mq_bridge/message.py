@@ -1,0 +1,227 @@
+"""The one `Message` type that travels through every layer of the bridge.
+
+A message is a payload (bytes), string metadata and an id. Broker-native objects stop at
+the endpoint that received them; everything after it sees only `Message`.
+
+Ids are UUID strings. New messages get a UUIDv7 (time-ordered), generated cheaply and
+rendered to text only when `.id` is read. An id given by the caller may be a UUID string,
+a ``0x`` hex literal or a decimal integer (all taken as the 128-bit value); any other
+string is hashed to a stable UUID (UUIDv5 in our own namespace), so equal strings always
+give the same id.
+
+Messages are treated as immutable: `with_json`, `with_payload` and `with_metadata` return
+new messages that keep the id (and the metadata, unless replaced).
+"""
+
+from __future__ import annotations
+
+import json as _json
+import random
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["Message", "new_message_id", "normalize_message_id"]
+
+_ID_NAMESPACE = uuid.UUID("6f1d7c52-3b8e-4e0a-9d7a-2f4b8c1e5a90")
+_random_bits = random.SystemRandom().getrandbits(64)  # seed material, not used per id
+_rng = random.Random(_random_bits)
+_last_ms = 0
+_sequence = 0
+
+
+def new_message_id() -> int:
+    """A UUIDv7 as a 128-bit integer: 48 bits of Unix milliseconds, version, 74 random bits.
+
+    Within one millisecond the 12-bit ``rand_a`` field counts up (RFC 9562, method 1),
+    so ids made by one process sort in creation order.
+    """
+    global _last_ms, _sequence
+    now_ms = time.time_ns() // 1_000_000
+    if now_ms > _last_ms:
+        _last_ms = now_ms
+        _sequence = _rng.getrandbits(10)
+    else:
+        _sequence = (_sequence + 1) & 0xFFF
+    rand_b = _rng.getrandbits(62)
+    return (
+        (_last_ms << 80) | (0x7 << 76) | (_sequence << 64) | (0b10 << 62) | rand_b
+    )
+
+
+def normalize_message_id(value: str | int | uuid.UUID) -> int:
+    """Turn a caller-given id into the 128-bit value we store."""
+    if isinstance(value, uuid.UUID):
+        return value.int
+    if isinstance(value, int) and not isinstance(value, bool):
+        if 0 <= value < 1 << 128:
+            return value
+        raise ValueError(f"message id {value} does not fit in 128 bits")
+    if not isinstance(value, str):
+        raise TypeError(f"message id must be a str, int or UUID, not {type(value).__name__}")
+    text = value.strip()
+    try:
+        return uuid.UUID(text).int
+    except ValueError:
+        pass
+    parsed = _parse_integer_id(text)
+    if parsed is not None:
+        return parsed
+    return uuid.uuid5(_ID_NAMESPACE, value).int
+
+
+def _parse_integer_id(text: str) -> int | None:
+    try:
+        number = int(text, 16) if text[:2].lower() == "0x" else int(text, 10)
+    except ValueError:
+        return None
+    return number if 0 <= number < 1 << 128 else None
+
+
+def _format_id(value: int) -> str:
+    return str(uuid.UUID(int=value))
+
+
+class Message:
+    """A payload with string metadata and a UUID id.
+
+    >>> m = Message(b'{"n": 1}', {"kind": "order.created"})
+    >>> m.json()
+    {'n': 1}
+    >>> m.with_json({"n": 2}).metadata
+    {'kind': 'order.created'}
+    """
+
+    __slots__ = ("_id", "_metadata", "_payload")
+
+    def __init__(
+        self,
+        payload: bytes | bytearray | memoryview,
+        metadata: Mapping[str, str] | None = None,
+        id: str | int | uuid.UUID | None = None,  # noqa: A002 - the seed's keyword
+    ) -> None:
+        if type(payload) is not bytes:
+            payload = _coerce_payload(payload)
+        self._payload: bytes = payload
+        self._metadata: dict[str, str] = _coerce_metadata(metadata) if metadata else {}
+        self._id: int = new_message_id() if id is None else normalize_message_id(id)
+
+    @classmethod
+    def from_json(
+        cls,
+        data: Any,
+        metadata: Mapping[str, str] | None = None,
+        id: str | int | uuid.UUID | None = None,  # noqa: A002
+    ) -> Message:
+        """A message whose payload is `data` serialized as compact JSON."""
+        return cls(_dump_json(data), metadata, id)
+
+    @classmethod
+    def _trusted(cls, payload: bytes, metadata: dict[str, str], id_value: int) -> Message:
+        """Build without validation: for the library's own hot paths (metadata is not copied)."""
+        message = object.__new__(cls)
+        message._payload = payload
+        message._metadata = metadata
+        message._id = id_value
+        return message
+
+    @property
+    def payload(self) -> bytes:
+        return self._payload
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """A copy of the metadata: changing it does not change the message."""
+        return dict(self._metadata)
+
+    @property
+    def id(self) -> str:
+        return _format_id(self._id)
+
+    @property
+    def id_int(self) -> int:
+        """The id as its 128-bit integer value."""
+        return self._id
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        """One metadata value without copying the whole mapping."""
+        return self._metadata.get(key, default)
+
+    def json(self) -> Any:
+        """The payload decoded as JSON; `ValueError` says why when it is not JSON."""
+        try:
+            return _json.loads(self._payload)
+        except UnicodeDecodeError as error:
+            raise ValueError(f"message payload is not UTF-8 text: {error}") from None
+        except _json.JSONDecodeError as error:
+            raise ValueError(f"message payload is not valid JSON: {error}") from None
+
+    def text(self) -> str:
+        """The payload decoded as UTF-8; `ValueError` names the bad byte position."""
+        try:
+            return self._payload.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(f"message payload is not UTF-8 text: {error}") from None
+
+    def with_json(self, data: Any) -> Message:
+        """A new message with `data` as its JSON payload, keeping metadata and id."""
+        return Message._trusted(_dump_json(data), self._metadata.copy(), self._id)
+
+    def with_payload(self, payload: bytes | bytearray | memoryview) -> Message:
+        """A new message with `payload`, keeping metadata and id."""
+        if type(payload) is not bytes:
+            payload = _coerce_payload(payload)
+        return Message._trusted(payload, self._metadata.copy(), self._id)
+
+    def with_metadata(self, updates: Mapping[str, str] | None = None, **more: str) -> Message:
+        """A new message whose metadata is this one's updated with `updates`."""
+        metadata = self._metadata.copy()
+        if updates:
+            metadata.update(_coerce_metadata(updates))
+        if more:
+            metadata.update(_coerce_metadata(more))
+        return Message._trusted(self._payload, metadata, self._id)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return (
+            self._id == other._id
+            and self._payload == other._payload
+            and self._metadata == other._metadata
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"Message(id={self.id!r}, payload=<{len(self._payload)} bytes>, "
+            f"metadata={self._metadata!r})"
+        )
+
+
+def _dump_json(data: Any) -> bytes:
+    try:
+        return _json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"value is not JSON-serializable: {error}") from None
+
+
+def _coerce_payload(payload: object) -> bytes:
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        return bytes(payload)
+    raise TypeError(
+        f"message payload must be bytes, not {type(payload).__name__}"
+        " (use Message.from_json for JSON values, or encode text first)"
+    )
+
+
+def _coerce_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
+    result = dict(metadata)
+    for key, value in result.items():
+        if type(key) is not str or type(value) is not str:
+            raise TypeError(
+                f"message metadata must map str to str; got {key!r}: {type(value).__name__}"
+            )
+    return result

@@ -1,0 +1,43 @@
+import uuid
+
+import pytest
+
+from mq_bridge import Message
+
+
+def test_new_ids_are_uuid7_and_sort_in_creation_order():
+    ids = [Message(b"x").id for _ in range(1000)]
+    assert all(uuid.UUID(i).version == 7 for i in ids)
+    assert ids == sorted(ids)
+    assert len(set(ids)) == 1000
+
+
+def test_non_uuid_id_is_hashed_to_a_stable_uuid():
+    a = Message(b"x", id="order-42").id
+    assert a == Message(b"y", id="order-42").id
+    assert a != Message(b"x", id="order-43").id
+    assert uuid.UUID(a)
+
+
+def test_hex_and_decimal_ids_are_taken_as_values():
+    assert Message(b"", id="0x10").id == str(uuid.UUID(int=16))
+    assert Message(b"", id="16").id == str(uuid.UUID(int=16))
+
+
+def test_metadata_is_a_copy_and_with_json_keeps_id_and_metadata():
+    m = Message.from_json({"a": 1}, {"kind": "k"})
+    m.metadata["kind"] = "changed"
+    assert m.metadata == {"kind": "k"}
+    n = m.with_json({"a": 2})
+    assert (n.id, n.metadata, n.json()) == (m.id, {"kind": "k"}, {"a": 2})
+
+
+def test_json_error_names_the_problem():
+    with pytest.raises(ValueError, match="not valid JSON"):
+        Message(b"{nope").json()
+    with pytest.raises(ValueError, match="not UTF-8"):
+        Message(b"\xff").text()
+
+
+def test_repr_hides_the_payload():
+    assert "secret" not in repr(Message(b"secret"))
