@@ -45,9 +45,7 @@ def new_message_id() -> int:
     else:
         _sequence = (_sequence + 1) & 0xFFF
     rand_b = _rng.getrandbits(62)
-    return (
-        (_last_ms << 80) | (0x7 << 76) | (_sequence << 64) | (0b10 << 62) | rand_b
-    )
+    return (_last_ms << 80) | (0x7 << 76) | (_sequence << 64) | (0b10 << 62) | rand_b
 
 
 def normalize_message_id(value: str | int | uuid.UUID) -> int:
@@ -99,7 +97,7 @@ class Message:
         self,
         payload: bytes | bytearray | memoryview,
         metadata: Mapping[str, str] | None = None,
-        id: str | int | uuid.UUID | None = None,  # noqa: A002 - the seed's keyword
+        id: str | int | uuid.UUID | None = None,
     ) -> None:
         if type(payload) is not bytes:
             payload = _coerce_payload(payload)
@@ -112,7 +110,7 @@ class Message:
         cls,
         data: Any,
         metadata: Mapping[str, str] | None = None,
-        id: str | int | uuid.UUID | None = None,  # noqa: A002
+        id: str | int | uuid.UUID | None = None,
     ) -> Message:
         """A message whose payload is `data` serialized as compact JSON."""
         return cls(_dump_json(data), metadata, id)
