@@ -32,13 +32,13 @@ still an endpoint.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from mq_bridge.message import Message
 
-__all__ = ["Batch", "EndpointStatus", "InputEndpoint", "OutputEndpoint"]
+__all__ = ["Batch", "BuildContext", "EndpointStatus", "InputEndpoint", "OutputEndpoint"]
 
 
 @dataclass(slots=True)
@@ -75,6 +75,19 @@ class EndpointStatus:
             "error": self.error,
             "details": dict(self.details),
         }
+
+
+@dataclass
+class BuildContext:
+    """What an endpoint or middleware factory may need from the runtime that builds it."""
+
+    route_name: str
+    allow_fault_injection: bool = False
+    #: Builds an output endpoint (with its own middlewares) from an endpoint config
+    #: such as ``{"memory": {"topic": "dead"}}`` (used by `dlq`, `fanout`, `switch`).
+    build_output: Callable[[Mapping[str, Any]], OutputEndpoint] | None = None
+    #: Process-wide shared objects (memory topics, metrics, reply waiters) keyed by name.
+    shared: dict[str, Any] = field(default_factory=dict)
 
 
 class InputEndpoint:

@@ -4,8 +4,8 @@ A middleware module in `mq_bridge.middleware` is registered by its config name i
 `mq_bridge.middleware.registry` and exposes:
 
     SCHEMA: dict                       JSON Schema of its options (``{"retry": {...}}``'s value)
-    wrap_input(inner, options, context) -> InputEndpoint      (if it applies to inputs)
-    wrap_output(inner, options, context) -> OutputEndpoint    (if it applies to outputs)
+    wrap_input(inner, options, context: BuildContext) -> InputEndpoint      (if it applies to inputs)
+    wrap_output(inner, options, context: BuildContext) -> OutputEndpoint    (if it applies to outputs)
 
 An endpoint config lists middleware under ``middlewares:``. The list applies in order,
 outermost first: ``[metrics, retry, dlq]`` on an output means a send goes through
@@ -18,26 +18,12 @@ a failing broker the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
 
 from mq_bridge.endpoints.base import Batch, EndpointStatus, InputEndpoint, OutputEndpoint
 from mq_bridge.message import Message
 
-__all__ = ["InputMiddleware", "MiddlewareContext", "OutputMiddleware"]
-
-
-@dataclass
-class MiddlewareContext:
-    """What a middleware may need from the runtime that builds it."""
-
-    route_name: str
-    allow_fault_injection: bool = False
-    #: Builds an output endpoint (with its own middlewares) from an endpoint config.
-    build_output: Callable[[Mapping[str, Any]], OutputEndpoint] | None = None
-    #: Shared per-process objects (metrics registry, stores) keyed by name.
-    shared: dict[str, Any] = field(default_factory=dict)
+__all__ = ["InputMiddleware", "OutputMiddleware"]
 
 
 class InputMiddleware(InputEndpoint):

@@ -1,0 +1,20 @@
+"""The one registry of endpoints: config name -> module, imported only when used.
+
+Each endpoint module exposes::
+
+    SCHEMA: dict                                   JSON Schema of its options
+    build_input(options, context) -> InputEndpoint     (when it can be an input)
+    build_output(options, context) -> OutputEndpoint   (when it can be an output)
+
+where ``options`` is the (already validated) value under the endpoint's name in a config,
+e.g. ``{"topic": "orders", "capacity": 1600}`` for ``{"memory": {...}}``, and ``context``
+is a `mq_bridge.endpoints.base.BuildContext`. A module whose driver is an optional
+dependency imports it inside the build functions and, when it is missing, raises
+`ConfigError` naming the ``pip install 'twainmq[extra]'`` that fixes it.
+"""
+
+from __future__ import annotations
+
+ENDPOINT_MODULES: dict[str, str] = {
+    # name in config -> module path (one module per endpoint)
+}

@@ -1,0 +1,11 @@
+"""The one registry of middleware: config name -> module, imported only when used.
+
+Each middleware module exposes ``SCHEMA`` and ``wrap_input`` and/or ``wrap_output``
+(see `mq_bridge.middleware.base`).
+"""
+
+from __future__ import annotations
+
+MIDDLEWARE_MODULES: dict[str, str] = {
+    # name in config -> module path (one module per middleware)
+}
