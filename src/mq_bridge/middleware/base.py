@@ -4,8 +4,8 @@ A middleware module in `mq_bridge.middleware` is registered by its config name i
 `mq_bridge.middleware.registry` and exposes:
 
     SCHEMA: dict                       JSON Schema of its options (``{"retry": {...}}``'s value)
-    wrap_input(inner, options, context: BuildContext) -> InputEndpoint      (if it applies to inputs)
-    wrap_output(inner, options, context: BuildContext) -> OutputEndpoint    (if it applies to outputs)
+    wrap_input(inner, options, context: BuildContext) -> InputEndpoint   (for inputs)
+    wrap_output(inner, options, context: BuildContext) -> OutputEndpoint  (for outputs)
 
 An endpoint config lists middleware under ``middlewares:``. The list applies in order,
 outermost first: ``[metrics, retry, dlq]`` on an output means a send goes through
