@@ -17,7 +17,7 @@ types. Exceptions that are not ours count as not retriable.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 __all__ = [
     "ClosedError",
@@ -40,11 +40,15 @@ class MQBridgeError(Exception):
 
 
 class ConfigError(MQBridgeError, ValueError):
-    """A config document is invalid. `path` is the dotted location of the problem."""
+    """A config document is invalid. `path` is the dotted location of the (first) problem.
 
-    def __init__(self, message: str, path: str = "") -> None:
+    `problems` lists every problem found, each as ``"dotted.path: what is wrong"``.
+    """
+
+    def __init__(self, message: str, path: str = "", problems: Sequence[str] = ()) -> None:
         super().__init__(f"{path}: {message}" if path else message)
         self.path = path
+        self.problems = list(problems) or [str(self)]
 
 
 class EndpointError(MQBridgeError):
