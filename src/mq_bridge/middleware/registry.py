@@ -8,4 +8,6 @@ from __future__ import annotations
 
 MIDDLEWARE_MODULES: dict[str, str] = {
     # name in config -> module path (one module per middleware)
+    "retry": "mq_bridge.middleware.retry",
+    "dlq": "mq_bridge.middleware.dlq",
 }

@@ -1,0 +1,212 @@
+"""retry: send again, with exponential backoff, the messages that failed retriably.
+
+Output only. A send that fails is retried for the failed messages alone (a `SendError`'s
+`failures`), and only for those whose error is retriable (`errors.is_retriable`: a handler's
+`RetryableError`, an unreachable server, a send timeout). Non-retriable failures are passed
+on at once. After `max_attempts` sends in all, the messages still failing fail for good: they
+are raised as a `SendError` whose causes are `RetriesExhaustedError`s (not retriable, carrying
+the attempt count), which a `dlq` listed before this middleware dead-letters.
+
+Options::
+
+    retry:
+      max_attempts: 3           # sends in all, the first one included (>= 1)
+      initial_interval_ms: 100  # wait before the second attempt
+      max_interval_ms: 5000     # cap of the wait
+      multiplier: 2.0           # wait grows by this factor after each attempt
+      jitter: 0.2               # each wait is shortened by up to this fraction, at random
+
+Jitter spreads out the retries of many routes that failed at the same moment (a broker
+restart), so they do not all hit the server again in lock-step.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mq_bridge.endpoints.base import BuildContext, OutputEndpoint
+from mq_bridge.errors import ConfigError, MQBridgeError, SendError, is_retriable
+from mq_bridge.message import Message
+from mq_bridge.middleware._sleep import WakeableSleep
+from mq_bridge.middleware.base import OutputMiddleware
+
+__all__ = ["SCHEMA", "RetriesExhaustedError", "RetryOutput", "wrap_output"]
+
+SCHEMA: dict[str, Any] = {
+    "description": "Retries the messages of a send that failed retriably, with exponential "
+    "backoff; after the last attempt they fail for good (a dlq listed before it receives them).",
+    "type": "object",
+    "properties": {
+        "max_attempts": {
+            "description": "Sends in all, the first one included.",
+            "type": "integer",
+            "minimum": 1,
+            "default": 3,
+        },
+        "initial_interval_ms": {
+            "description": "Wait before the second attempt, in milliseconds.",
+            "type": "integer",
+            "minimum": 0,
+            "default": 100,
+        },
+        "max_interval_ms": {
+            "description": "Longest wait between two attempts, in milliseconds.",
+            "type": "integer",
+            "minimum": 0,
+            "default": 5000,
+        },
+        "multiplier": {
+            "description": "Factor by which the wait grows after each attempt.",
+            "type": "number",
+            "minimum": 1,
+            "default": 2.0,
+        },
+        "jitter": {
+            "description": "Each wait is shortened by a random fraction up to this (0 to 1).",
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "default": 0.2,
+        },
+    },
+    "additionalProperties": False,
+}
+
+
+class RetriesExhaustedError(MQBridgeError):
+    """A message kept failing retriably until the last attempt; it has failed for good."""
+
+    retriable = False
+
+    def __init__(self, attempts: int, last_error: BaseException) -> None:
+        super().__init__(f"gave up after {attempts} attempt(s): {last_error!r}")
+        self.attempts = attempts
+        self.last_error = last_error
+
+
+class Backoff:
+    """The wait before each retry: exponential, capped, with optional jitter."""
+
+    def __init__(
+        self,
+        initial: float,
+        maximum: float,
+        multiplier: float,
+        jitter: float,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.initial = initial
+        self.maximum = maximum
+        self.multiplier = multiplier
+        self.jitter = jitter
+        self._rng = rng or random.Random()
+
+    def delay(self, retry_number: int) -> float:
+        """Seconds to wait before retry `retry_number` (1 for the second attempt)."""
+        base = min(self.maximum, self.initial * self.multiplier ** (retry_number - 1))
+        return base * (1.0 - self.jitter * self._rng.random())
+
+
+class RetryOutput(OutputMiddleware):
+    """Re-sends the retriably failed messages of a batch until they pass or attempts run out."""
+
+    def __init__(self, inner: OutputEndpoint, max_attempts: int, backoff: Backoff) -> None:
+        super().__init__(inner)
+        self.max_attempts = max_attempts
+        self.backoff = backoff
+        self._sleep = WakeableSleep()
+
+    def send(self, messages: Sequence[Message]) -> None:
+        pending = list(range(len(messages)))
+        final: dict[int, BaseException] = {}
+        attempt = 1
+        while True:
+            failures = self._try_send([messages[i] for i in pending])
+            retriable = self._split(pending, failures, final)
+            if not retriable:
+                break
+            if attempt >= self.max_attempts:
+                for index, error in retriable.items():
+                    final[index] = RetriesExhaustedError(attempt, error)
+                break
+            if not self._sleep.sleep(self.backoff.delay(attempt)):
+                final.update(retriable)  # closing: hand them back still retriable, not lost
+                break
+            pending = sorted(retriable)
+            attempt += 1
+        if final:
+            raise SendError(final)
+
+    def _try_send(self, batch: list[Message]) -> dict[int, BaseException]:
+        """The failures of one attempt, by index in `batch` (empty when all went through)."""
+        try:
+            self.inner.send(batch)
+        except SendError as error:
+            return error.failures
+        except Exception as error:
+            return dict.fromkeys(range(len(batch)), error)
+        return {}
+
+    @staticmethod
+    def _split(
+        pending: list[int],
+        failures: Mapping[int, BaseException],
+        final: dict[int, BaseException],
+    ) -> dict[int, BaseException]:
+        """Sort one attempt's failures: non-retriable ones into `final`, the rest returned.
+
+        Both are keyed by the message's index in the original batch.
+        """
+        retriable: dict[int, BaseException] = {}
+        for position, error in failures.items():
+            index = pending[position]
+            if is_retriable(error):
+                retriable[index] = error
+            else:
+                final[index] = error
+        return retriable
+
+    def close(self) -> None:
+        self._sleep.wake()
+        self.inner.close()
+
+
+def _backoff_from(options: Mapping[str, Any]) -> Backoff:
+    initial = options.get("initial_interval_ms", 100) / 1000
+    maximum = options.get("max_interval_ms", 5000) / 1000
+    if maximum < initial:
+        raise ConfigError(
+            f"max_interval_ms ({maximum * 1000:g}) is below initial_interval_ms "
+            f"({initial * 1000:g})",
+            "retry.max_interval_ms",
+        )
+    return Backoff(initial, maximum, options.get("multiplier", 2.0), options.get("jitter", 0.2))
+
+
+def wrap_output(
+    inner: OutputEndpoint, options: Mapping[str, Any], context: BuildContext
+) -> OutputEndpoint:
+    """Wrap `inner` so retriable send failures are retried with backoff."""
+    _refuse_inner_dlq(inner)
+    max_attempts = options.get("max_attempts", 3)
+    if max_attempts < 1:
+        raise ConfigError(f"must be at least 1, got {max_attempts}", "retry.max_attempts")
+    return RetryOutput(inner, max_attempts, _backoff_from(options))
+
+
+def _refuse_inner_dlq(inner: OutputEndpoint) -> None:
+    """A dlq inside retry would dead-letter before any retry and never see what retry gives up
+    on; say so at build time rather than surprise the user later."""
+    from mq_bridge.middleware.dlq import DeadLetterOutput
+
+    endpoint: object = inner
+    while endpoint is not None:
+        if isinstance(endpoint, DeadLetterOutput):
+            raise ConfigError(
+                "'retry' is listed before 'dlq' in this output's middlewares; the first "
+                "middleware is the outermost, so list dlq first: [dlq, retry]",
+                "middlewares",
+            )
+        endpoint = getattr(endpoint, "inner", None)
