@@ -28,6 +28,10 @@ runtime whether to retry. An output that answers requests implements `request`.
 
 Middleware (`mq_bridge.middleware`) wraps these same interfaces, so a wrapped endpoint is
 still an endpoint.
+
+Changes since the foundation (issue 4): `OutputEndpoint.send_one(message)` is an optional
+fast path for a single message (publishers call it; the default calls `send`), and
+`endpoint_config_items` lives here for the factory.
 """
 
 from __future__ import annotations
@@ -137,6 +141,10 @@ class OutputEndpoint:
     def send(self, messages: Sequence[Message]) -> None:
         """Deliver every message, or raise (`SendError` for a partial failure)."""
         raise NotImplementedError
+
+    def send_one(self, message: Message) -> None:
+        """Deliver one message; endpoints with a cheaper single-message path override it."""
+        self.send((message,))
 
     def request(self, message: Message, timeout: float | None) -> Message:
         """Send one message and wait for its reply (request/reply outputs only)."""

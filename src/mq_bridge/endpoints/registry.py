@@ -17,4 +17,10 @@ from __future__ import annotations
 
 ENDPOINT_MODULES: dict[str, str] = {
     # name in config -> module path (one module per endpoint)
+    "memory": "mq_bridge.endpoints.memory",
+    "null": "mq_bridge.endpoints.null",
+    "response": "mq_bridge.endpoints.response",
+    "static": "mq_bridge.endpoints.static",
+    "fanout": "mq_bridge.endpoints.fanout",
+    "switch": "mq_bridge.endpoints.switch",
 }

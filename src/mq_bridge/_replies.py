@@ -1,0 +1,68 @@
+"""Process-wide rendezvous between requesters and the `response` endpoint.
+
+A requester (a memory publisher with ``request_reply``, or `Publisher.request`) registers
+the request's ``correlation_id`` and waits; whatever output later sends a message with that
+``correlation_id`` through a `response` endpoint completes the wait. A reply for a requester
+that already gave up is dropped (and logged at debug level).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from mq_bridge.message import Message
+
+__all__ = ["ReplyWaiter", "deliver_reply", "expect_reply"]
+
+_log = logging.getLogger("mq_bridge.response")
+_lock = threading.Lock()
+_waiters: dict[str, ReplyWaiter] = {}
+
+
+class ReplyWaiter:
+    """One outstanding request. Use as a context manager so it is always unregistered."""
+
+    __slots__ = ("_event", "correlation_id", "reply")
+
+    def __init__(self, correlation_id: str) -> None:
+        self.correlation_id = correlation_id
+        self.reply: Message | None = None
+        self._event = threading.Event()
+
+    def wait(self, timeout: float | None) -> Message | None:
+        """The reply, or None when `timeout` seconds passed first."""
+        self._event.wait(timeout)
+        return self.reply
+
+    def complete(self, reply: Message) -> None:
+        self.reply = reply
+        self._event.set()
+
+    def __enter__(self) -> ReplyWaiter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        with _lock:
+            if _waiters.get(self.correlation_id) is self:
+                del _waiters[self.correlation_id]
+
+
+def expect_reply(correlation_id: str) -> ReplyWaiter:
+    """Register interest in the reply carrying `correlation_id`."""
+    waiter = ReplyWaiter(correlation_id)
+    with _lock:
+        _waiters[correlation_id] = waiter
+    return waiter
+
+
+def deliver_reply(message: Message) -> bool:
+    """Hand `message` to the requester waiting for its ``correlation_id``; False if none."""
+    correlation_id = message.get("correlation_id")
+    with _lock:
+        waiter = _waiters.pop(correlation_id, None) if correlation_id else None
+    if waiter is None:
+        _log.debug("dropping reply %s: no requester is waiting for it", correlation_id)
+        return False
+    waiter.complete(message)
+    return True

@@ -1,0 +1,189 @@
+"""Process-wide in-memory topics: a bounded FIFO channel per name, plus broadcast channels.
+
+    publish ──► topic "orders" ──► shared queue channel ──► queue-mode readers (compete)
+                             └──► one channel per subscriber (broadcast, when any exist)
+
+While a topic has broadcast subscribers, published messages go to each of them (each sees
+every message published after it subscribed); otherwise they go to the shared queue.
+A channel holds at most `capacity` messages (0 = unbounded); a writer waits for room up to
+its timeout, then gets `SendTimeoutError` instead of blocking forever.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+
+from mq_bridge.errors import SendError, SendTimeoutError
+from mq_bridge.message import Message
+
+__all__ = ["DEFAULT_CAPACITY", "MemoryChannel", "MemoryTopic", "get_topic"]
+
+DEFAULT_CAPACITY = 100
+
+_topics_lock = threading.Lock()
+_topics: dict[str, MemoryTopic] = {}
+
+
+class MemoryChannel:
+    """A bounded FIFO of messages with blocking reads and back-pressured writes."""
+
+    def __init__(self, name: str, capacity: int) -> None:
+        self.name = name
+        self.capacity = capacity
+        self._items: deque[Message] = deque()
+        self._lock = threading.Lock()
+        self._readable = threading.Condition(self._lock)
+        self._writable = threading.Condition(self._lock)
+        self._waiting_readers = 0
+        self._waiting_writers = 0
+        self._interrupts = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put_one(self, message: Message, timeout: float | None) -> None:
+        """Append one message, waiting at most `timeout` seconds for room."""
+        with self._lock:
+            if self.capacity and len(self._items) >= self.capacity:
+                self._wait_for_room(timeout, time.monotonic())
+            self._items.append(message)
+            if self._waiting_readers:
+                self._readable.notify()
+
+    def put_many(self, messages: Sequence[Message], timeout: float | None) -> None:
+        """Append all messages in order, as room allows; on timeout the rest fail (SendError)."""
+        start = time.monotonic()
+        done = 0
+        with self._lock:
+            while done < len(messages):
+                room = self.capacity - len(self._items) if self.capacity else len(messages)
+                if room <= 0:
+                    try:
+                        self._wait_for_room(timeout, start)
+                    except SendTimeoutError as error:
+                        raise SendError(dict.fromkeys(range(done, len(messages)), error)) from None
+                    continue
+                self._items.extend(messages[done : done + room])
+                done += room
+                if self._waiting_readers:
+                    self._readable.notify_all()
+
+    def _wait_for_room(self, timeout: float | None, start: float) -> None:
+        self._waiting_writers += 1
+        try:
+            while len(self._items) >= self.capacity:
+                remaining = None if timeout is None else timeout - (time.monotonic() - start)
+                if remaining is not None and remaining <= 0:
+                    raise SendTimeoutError(
+                        f"memory topic {self.name!r} stayed full ({self.capacity} messages) "
+                        f"for {timeout:g}s; is anything reading it? Raise `capacity` or "
+                        "`send_timeout_ms`"
+                    )
+                self._writable.wait(remaining)
+        finally:
+            self._waiting_writers -= 1
+
+    def take(self, max_messages: int, timeout: float | None) -> list[Message]:
+        """Up to `max_messages`, waiting at most `timeout` seconds for the first one."""
+        with self._lock:
+            items = self._items
+            if not items and not self._wait_for_items(timeout):
+                return []
+            if max_messages >= len(items):
+                taken = list(items)
+                items.clear()
+            else:
+                popleft = items.popleft
+                taken = [popleft() for _ in range(max_messages)]
+            if self._waiting_writers:
+                self._writable.notify_all()
+            return taken
+
+    def _wait_for_items(self, timeout: float | None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        interrupts = self._interrupts
+        self._waiting_readers += 1
+        try:
+            while not self._items and interrupts == self._interrupts:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._readable.wait(remaining)
+            return bool(self._items)
+        finally:
+            self._waiting_readers -= 1
+
+    def requeue(self, messages: Sequence[Message]) -> None:
+        """Put messages back at the front, in their original order (a nack)."""
+        with self._lock:
+            self._items.extendleft(reversed(messages))
+            if self._waiting_readers:
+                self._readable.notify_all()
+
+    def interrupt(self) -> None:
+        """Wake every reader blocked in `take`; they return what is there (maybe nothing)."""
+        with self._lock:
+            self._interrupts += 1
+            self._readable.notify_all()
+
+
+class MemoryTopic:
+    """A named topic: the shared queue channel and any broadcast subscriber channels."""
+
+    def __init__(self, name: str, capacity: int) -> None:
+        self.name = name
+        self.queue = MemoryChannel(name, capacity)
+        self._subscribers: tuple[MemoryChannel, ...] = ()
+        self._lock = threading.Lock()
+
+    @property
+    def capacity(self) -> int:
+        return self.queue.capacity
+
+    def raise_capacity(self, capacity: int) -> None:
+        """Grow (never shrink) the bound; 0 means unbounded and wins."""
+        if self.queue.capacity and (capacity == 0 or capacity > self.queue.capacity):
+            self.queue.capacity = capacity
+
+    def publish_one(self, message: Message, timeout: float | None) -> None:
+        subscribers = self._subscribers
+        if not subscribers:
+            self.queue.put_one(message, timeout)
+            return
+        for channel in subscribers:
+            channel.put_one(message, timeout)
+
+    def publish(self, messages: Sequence[Message], timeout: float | None) -> None:
+        subscribers = self._subscribers
+        if not subscribers:
+            self.queue.put_many(messages, timeout)
+            return
+        for channel in subscribers:
+            channel.put_many(messages, timeout)
+
+    def subscribe(self) -> MemoryChannel:
+        """A new broadcast channel that receives every message published from now on."""
+        channel = MemoryChannel(self.name, self.capacity)
+        with self._lock:
+            self._subscribers = (*self._subscribers, channel)
+        return channel
+
+    def unsubscribe(self, channel: MemoryChannel) -> None:
+        with self._lock:
+            self._subscribers = tuple(c for c in self._subscribers if c is not channel)
+
+
+def get_topic(name: str, capacity: int | None = None) -> MemoryTopic:
+    """The process-wide topic `name`, created on first use with `capacity` (default 100)."""
+    with _topics_lock:
+        topic = _topics.get(name)
+        if topic is None:
+            topic = _topics[name] = MemoryTopic(name, DEFAULT_CAPACITY)
+            if capacity is not None:
+                topic.queue.capacity = capacity
+        elif capacity is not None:
+            topic.raise_capacity(capacity)
+        return topic

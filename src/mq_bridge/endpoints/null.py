@@ -1,0 +1,62 @@
+"""null: discards everything sent to it; as an input, a stream that never yields.
+
+Features
+    - The default output of a route that has none: the handler's results are dropped
+      (the input is still acknowledged).
+    - As an input it waits out each receive and returns nothing (useful as a placeholder).
+
+Options
+    none (write ``null: null`` or ``null: {}``)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint, OutputEndpoint
+from mq_bridge.message import Message
+
+__all__ = ["SCHEMA", "build_input", "build_output"]
+
+SCHEMA: dict[str, Any] = {"type": ["null", "object"], "additionalProperties": False}
+
+
+class NullInput(InputEndpoint):
+    """An input that never has a message."""
+
+    def __init__(self) -> None:
+        self._wake = threading.Event()
+
+    def receive(self, max_messages: int, timeout: float | None) -> Batch:
+        self._wake.wait(timeout)
+        self._wake.clear()
+        return Batch([])
+
+    def describe(self) -> str:
+        return "null"
+
+    def interrupt(self) -> None:
+        self._wake.set()
+
+
+class NullOutput(OutputEndpoint):
+    """An output that accepts and drops every message."""
+
+    def send(self, messages: Sequence[Message]) -> None:
+        pass
+
+    def send_one(self, message: Message) -> None:
+        pass
+
+    def describe(self) -> str:
+        return "null"
+
+
+def build_input(options: Any, context: BuildContext) -> NullInput:
+    return NullInput()
+
+
+def build_output(options: Any, context: BuildContext) -> NullOutput:
+    return NullOutput()
