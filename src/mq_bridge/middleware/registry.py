@@ -10,4 +10,6 @@ MIDDLEWARE_MODULES: dict[str, str] = {
     # name in config -> module path (one module per middleware)
     "retry": "mq_bridge.middleware.retry",
     "dlq": "mq_bridge.middleware.dlq",
+    "deduplication": "mq_bridge.middleware.deduplication",
+    "metrics": "mq_bridge.middleware.metrics",
 }

@@ -1,0 +1,165 @@
+"""deduplication: let each message id through once within a time window, across restarts.
+
+Input and output. Ids seen are kept in an SQLite file (stdlib `sqlite3`, WAL mode), so a
+restarted process still drops what it handled before; `ttl_seconds` bounds how long an id
+is remembered.
+
+- On an **input**, a message whose id was handled already is dropped from the batch (and
+  acknowledged with it). An id is remembered when its batch is **acked**, not when it is
+  received: a nacked or crashed batch is delivered again instead of being dropped as a
+  duplicate of itself.
+- On an **output**, a message whose id was sent already is not sent again; an id is
+  remembered once its send succeeded.
+
+Options::
+
+    deduplication:
+      ttl_seconds: 3600                    # how long an id is remembered (required)
+      store: sqlite:///var/lib/app/dedup.db   # or a plain path; memory:// keeps ids in memory
+      key: message_id                      # or metadata:<name> to use a metadata value
+
+The store may be shared by several routes of one process (one connection per path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint, OutputEndpoint
+from mq_bridge.errors import ConfigError, SendError
+from mq_bridge.message import Message
+from mq_bridge.middleware._ordered_acks import OrderedAcks
+from mq_bridge.middleware._seen_ids import SeenIds, open_seen_ids
+from mq_bridge.middleware.base import InputMiddleware, OutputMiddleware
+
+__all__ = ["SCHEMA", "wrap_input", "wrap_output"]
+
+SCHEMA: dict[str, Any] = {
+    "description": "Drops messages whose id (or key) was handled within ttl_seconds; the ids "
+    "are kept in an SQLite file and survive restarts.",
+    "type": "object",
+    "properties": {
+        "ttl_seconds": {
+            "description": "How long an id is remembered, in seconds.",
+            "type": "integer",
+            "minimum": 1,
+        },
+        "store": {
+            "description": "Where ids are kept: sqlite:///path, a file path, or memory:// "
+            "(not kept across restarts).",
+            "type": ["string", "null"],
+            "default": None,
+        },
+        "key": {
+            "description": "What identifies a duplicate: message_id, or metadata:<name>.",
+            "type": ["string", "null"],
+            "default": None,
+        },
+    },
+    "required": ["ttl_seconds"],
+    "additionalProperties": False,
+}
+
+KeyOf = Callable[[Message], str]
+
+
+class DeduplicationOutput(OutputMiddleware):
+    """Sends only the messages whose key was not sent before; remembers the ones it sent."""
+
+    def __init__(self, inner: OutputEndpoint, seen: SeenIds, key_of: KeyOf) -> None:
+        super().__init__(inner)
+        self.seen = seen
+        self.key_of = key_of
+
+    def send(self, messages: Sequence[Message]) -> None:
+        keys = [self.key_of(m) for m in messages]
+        fresh = _first_unseen(keys, self.seen.known(keys))
+        if not fresh:
+            return
+        try:
+            self.inner.send([messages[i] for i in fresh])
+        except SendError as error:
+            sent = [fresh[p] for p in range(len(fresh)) if p not in error.failures]
+            self.seen.add(keys[i] for i in sent)
+            raise SendError({fresh[p]: e for p, e in error.failures.items()}) from error
+        self.seen.add(keys[i] for i in fresh)
+
+
+class DeduplicationInput(InputMiddleware):
+    """Hands out only unseen messages; remembers a batch's keys when it is acked."""
+
+    def __init__(self, inner: InputEndpoint, seen: SeenIds, key_of: KeyOf) -> None:
+        super().__init__(inner)
+        self.seen = seen
+        self.key_of = key_of
+        self.acks = OrderedAcks(inner)
+
+    def receive(self, max_messages: int, timeout: float | None) -> Batch:
+        while True:
+            batch = self.inner.receive(max_messages, timeout)
+            if not batch:
+                return batch
+            keys = [self.key_of(m) for m in batch.messages]
+            fresh = _first_unseen(keys, self.seen.known(keys))
+            if fresh:
+                messages = [batch.messages[i] for i in fresh]
+                return Batch(messages, (self.acks.handed_out(batch), [keys[i] for i in fresh]))
+            # Only duplicates: done with them already. Keep reading rather than hand out
+            # an empty batch nobody would acknowledge.
+            self.acks.done(self.acks.handed_out(batch))
+            timeout = 0
+
+    def ack(self, batch: Batch) -> None:
+        entry, keys = batch.token
+        self.seen.add(keys)
+        self.acks.done(entry)
+
+    def nack(self, batch: Batch) -> None:
+        entry, _keys = batch.token
+        self.acks.failed(entry)
+
+
+def _first_unseen(keys: list[str], known: set[str]) -> list[int]:
+    """Indexes of the keys not known, keeping only the first of equal keys within a batch."""
+    fresh: list[int] = []
+    taken = set(known)
+    for index, key in enumerate(keys):
+        if key not in taken:
+            taken.add(key)
+            fresh.append(index)
+    return fresh
+
+
+def _key_function(key: str | None) -> KeyOf:
+    if key in (None, "", "message_id", "id"):
+        return lambda message: message.id
+    if key.startswith("metadata:") and len(key) > len("metadata:"):
+        name = key[len("metadata:") :]
+        return lambda message: message.get(name) or message.id
+    raise ConfigError(
+        f"unknown key {key!r}; use message_id or metadata:<name>", "deduplication.key"
+    )
+
+
+def _build(options: Mapping[str, Any]) -> tuple[SeenIds, KeyOf]:
+    ttl = options.get("ttl_seconds")
+    if not isinstance(ttl, int) or ttl < 1:
+        raise ConfigError(
+            f"must be a whole number of seconds >= 1, got {ttl!r}", "deduplication.ttl_seconds"
+        )
+    return open_seen_ids(options.get("store"), ttl), _key_function(options.get("key"))
+
+
+def wrap_output(
+    inner: OutputEndpoint, options: Mapping[str, Any], context: BuildContext
+) -> OutputEndpoint:
+    """Wrap `inner` so a message id already sent within the TTL is not sent again."""
+    return DeduplicationOutput(inner, *_build(options))
+
+
+def wrap_input(
+    inner: InputEndpoint, options: Mapping[str, Any], context: BuildContext
+) -> InputEndpoint:
+    """Wrap `inner` so a message id already handled within the TTL is dropped."""
+    return DeduplicationInput(inner, *_build(options))
