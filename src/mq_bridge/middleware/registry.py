@@ -12,4 +12,7 @@ MIDDLEWARE_MODULES: dict[str, str] = {
     "dlq": "mq_bridge.middleware.dlq",
     "deduplication": "mq_bridge.middleware.deduplication",
     "metrics": "mq_bridge.middleware.metrics",
+    "delay": "mq_bridge.middleware.delay",
+    "limiter": "mq_bridge.middleware.limiter",
+    "random_panic": "mq_bridge.middleware.random_panic",
 }

@@ -1,0 +1,98 @@
+"""delay: wait a fixed time before each batch goes through.
+
+Input and output. On an output each `send` waits `delay_ms` first; on an input each
+non-empty batch is held `delay_ms` before it is handed out. The wait is per batch, not per
+message: with ``batch_size: 512`` and ``delay_ms: 100`` a route moves at most 512 messages
+every 100 ms. Use `limiter` to cap a message rate instead.
+
+Closing the output (or interrupting the input) ends a wait at once, so a stopping route is
+not held up.
+
+Options::
+
+    delay:
+      delay_ms: 250
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint, OutputEndpoint
+from mq_bridge.errors import ConfigError
+from mq_bridge.message import Message
+from mq_bridge.middleware._sleep import WakeableSleep
+from mq_bridge.middleware.base import InputMiddleware, OutputMiddleware
+
+__all__ = ["SCHEMA", "wrap_input", "wrap_output"]
+
+SCHEMA: dict[str, Any] = {
+    "description": "Waits delay_ms before each batch is sent (output) or handed out (input).",
+    "type": "object",
+    "properties": {
+        "delay_ms": {"description": "The wait, in milliseconds.", "type": "integer", "minimum": 0}
+    },
+    "required": ["delay_ms"],
+    "additionalProperties": False,
+}
+
+
+class DelayOutput(OutputMiddleware):
+    """Waits before each send."""
+
+    def __init__(self, inner: OutputEndpoint, seconds: float) -> None:
+        super().__init__(inner)
+        self.seconds = seconds
+        self._sleep = WakeableSleep()
+
+    def send(self, messages: Sequence[Message]) -> None:
+        self._sleep.sleep(self.seconds)
+        self.inner.send(messages)
+
+    def close(self) -> None:
+        self._sleep.wake()
+        self.inner.close()
+
+
+class DelayInput(InputMiddleware):
+    """Holds each received batch back before handing it out."""
+
+    def __init__(self, inner: InputEndpoint, seconds: float) -> None:
+        super().__init__(inner)
+        self.seconds = seconds
+        self._sleep = WakeableSleep()
+
+    def receive(self, max_messages: int, timeout: float | None) -> Batch:
+        self._sleep.reset()
+        batch = self.inner.receive(max_messages, timeout)
+        if batch:
+            self._sleep.sleep(self.seconds)
+        return batch
+
+    def interrupt(self) -> None:
+        self._sleep.wake()
+        self.inner.interrupt()
+
+
+def _seconds(options: Mapping[str, Any]) -> float:
+    delay_ms = options.get("delay_ms")
+    if not isinstance(delay_ms, (int, float)) or delay_ms < 0:
+        raise ConfigError(
+            f"must be a number of milliseconds >= 0, got {delay_ms!r}", "delay.delay_ms"
+        )
+    return delay_ms / 1000
+
+
+def wrap_output(
+    inner: OutputEndpoint, options: Mapping[str, Any], context: BuildContext
+) -> OutputEndpoint:
+    """Wrap `inner` so each send waits `delay_ms` first."""
+    return DelayOutput(inner, _seconds(options))
+
+
+def wrap_input(
+    inner: InputEndpoint, options: Mapping[str, Any], context: BuildContext
+) -> InputEndpoint:
+    """Wrap `inner` so each received batch is held `delay_ms` before it is handed out."""
+    return DelayInput(inner, _seconds(options))

@@ -1,0 +1,119 @@
+"""limiter: keep an endpoint under a message rate.
+
+Input and output. A batch of n messages takes n / `messages_per_second` seconds of the
+endpoint's time: a send (or a received batch) waits until the time of the batches before
+it has passed. The pace counts messages, not batches, so the rate holds whatever the batch
+size. Idle time is not saved up: after a pause the first batch goes at once, and the pace
+starts again from there (no burst above the rate).
+
+Options::
+
+    limiter:
+      messages_per_second: 200   # > 0; fractions allowed (0.5 = one message every 2 s)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint, OutputEndpoint
+from mq_bridge.errors import ConfigError
+from mq_bridge.message import Message
+from mq_bridge.middleware._sleep import WakeableSleep
+from mq_bridge.middleware.base import InputMiddleware, OutputMiddleware
+
+__all__ = ["SCHEMA", "Pacer", "wrap_input", "wrap_output"]
+
+SCHEMA: dict[str, Any] = {
+    "description": "Paces the endpoint to at most messages_per_second, counting the messages "
+    "of each batch.",
+    "type": "object",
+    "properties": {
+        "messages_per_second": {
+            "description": "The highest rate, in messages per second (> 0).",
+            "type": "number",
+            "exclusiveMinimum": 0,
+        }
+    },
+    "required": ["messages_per_second"],
+    "additionalProperties": False,
+}
+
+
+class Pacer:
+    """Hands out start times so that n messages occupy n / rate seconds each."""
+
+    def __init__(self, rate: float, clock: Any = time.monotonic) -> None:
+        self.interval = 1.0 / rate
+        self._clock = clock
+        self._next_free = 0.0
+        self._lock = threading.Lock()
+
+    def reserve(self, count: int) -> float:
+        """Seconds the caller must wait before moving `count` messages (0 when on time)."""
+        with self._lock:
+            now = self._clock()
+            start = max(now, self._next_free)
+            self._next_free = start + count * self.interval
+            return start - now
+
+
+class LimiterOutput(OutputMiddleware):
+    """Waits its turn before each send."""
+
+    def __init__(self, inner: OutputEndpoint, pacer: Pacer) -> None:
+        super().__init__(inner)
+        self.pacer = pacer
+        self._sleep = WakeableSleep()
+
+    def send(self, messages: Sequence[Message]) -> None:
+        self._sleep.sleep(self.pacer.reserve(len(messages)))
+        self.inner.send(messages)
+
+    def close(self) -> None:
+        self._sleep.wake()
+        self.inner.close()
+
+
+class LimiterInput(InputMiddleware):
+    """Waits its turn before handing out each received batch."""
+
+    def __init__(self, inner: InputEndpoint, pacer: Pacer) -> None:
+        super().__init__(inner)
+        self.pacer = pacer
+        self._sleep = WakeableSleep()
+
+    def receive(self, max_messages: int, timeout: float | None) -> Batch:
+        self._sleep.reset()
+        batch = self.inner.receive(max_messages, timeout)
+        if batch:
+            self._sleep.sleep(self.pacer.reserve(len(batch)))
+        return batch
+
+    def interrupt(self) -> None:
+        self._sleep.wake()
+        self.inner.interrupt()
+
+
+def _pacer(options: Mapping[str, Any]) -> Pacer:
+    rate = options.get("messages_per_second")
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
+        raise ConfigError(f"must be a number > 0, got {rate!r}", "limiter.messages_per_second")
+    return Pacer(float(rate))
+
+
+def wrap_output(
+    inner: OutputEndpoint, options: Mapping[str, Any], context: BuildContext
+) -> OutputEndpoint:
+    """Wrap `inner` so it sends at most `messages_per_second`."""
+    return LimiterOutput(inner, _pacer(options))
+
+
+def wrap_input(
+    inner: InputEndpoint, options: Mapping[str, Any], context: BuildContext
+) -> InputEndpoint:
+    """Wrap `inner` so it hands out at most `messages_per_second`."""
+    return LimiterInput(inner, _pacer(options))
