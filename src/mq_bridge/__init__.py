@@ -1,9 +1,39 @@
 """mq_bridge: routes, publishers and pull consumers over memory, files, the twainmq log
 and real brokers, configured from YAML, JSON or dicts."""
 
+from typing import Any
+
+from mq_bridge._logging import init_logging
+from mq_bridge.aio import AsyncConsumer, AsyncPublisher, AsyncRoute
+from mq_bridge.consumer import Consumer
+from mq_bridge.drainer import MemoryDrainer
 from mq_bridge.errors import NonRetryableError, RetryableError
 from mq_bridge.message import Message
+from mq_bridge.publisher import Publisher
+from mq_bridge.route import Route
 
 __version__ = "0.1.0"
 
-__all__ = ["Message", "NonRetryableError", "RetryableError", "__version__"]
+
+def config_schema() -> dict[str, Any]:
+    """The JSON Schema of config documents (routes, publishers, consumers), as a dict."""
+    from mq_bridge.config.schema import config_schema as build  # imported when first needed
+
+    return build()
+
+
+__all__ = [
+    "AsyncConsumer",
+    "AsyncPublisher",
+    "AsyncRoute",
+    "Consumer",
+    "MemoryDrainer",
+    "Message",
+    "NonRetryableError",
+    "Publisher",
+    "RetryableError",
+    "Route",
+    "__version__",
+    "config_schema",
+    "init_logging",
+]

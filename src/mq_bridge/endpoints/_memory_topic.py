@@ -79,7 +79,7 @@ class MemoryChannel:
                 if remaining is not None and remaining <= 0:
                     raise SendTimeoutError(
                         f"memory topic {self.name!r} stayed full ({self.capacity} messages) "
-                        f"for {timeout:g}s; is anything reading it? Raise `capacity` or "
+                        f"for {timeout}s; is anything reading it? Raise `capacity` or "
                         "`send_timeout_ms`"
                     )
                 self._writable.wait(remaining)

@@ -175,8 +175,9 @@ class MemoryOutput(OutputEndpoint):
             reply = waiter.wait(remaining)
         if reply is None:
             raise ReplyTimeoutError(
-                f"no reply on memory topic {self._topic.name!r} within {timeout:g}s "
-                f"(correlation_id {correlation_id}); is a route with a `response` output reading it?"
+                f"no reply on memory topic {self._topic.name!r} within {timeout}s "
+                f"(correlation_id {correlation_id}); does a route with a `response` output "
+                "read it?"
             )
         return reply
 

@@ -1,0 +1,184 @@
+"""The loop a route's thread runs: receive a batch, deliver it, acknowledge it.
+
+Two shapes, picked by MQ_BRIDGE_PY_HANDLER_EXECUTOR and the route's `concurrency`:
+
+    direct (concurrency 1)   one thread: receive -> handler + send -> ack -> receive ...
+                             no hand-off at all; the lowest latency.
+    worker (or concurrency > 1)
+                             the route thread receives and submits each batch to a pool
+                             of `concurrency` handler threads; an acker thread acks batches
+                             in source order as they finish. Receiving overlaps handling,
+                             which pays off when the input or the handler waits on I/O.
+
+In-flight batches are bounded by `commit_concurrency_limit` (the route stops reading until
+a commit finishes) and by MQ_BRIDGE_PY_HANDLER_CONCURRENCY (max batches being handled).
+Once one batch is nacked (the route stopped while retrying it), every later one is nacked
+too, so cumulative-ack inputs never ack past a message that was not delivered.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+from mq_bridge._delivery import Deliverer
+from mq_bridge._gc_policy import GcPolicy
+from mq_bridge.endpoints.base import Batch, InputEndpoint
+from mq_bridge.errors import is_retriable
+
+__all__ = ["RouteRunner", "RunnerSettings"]
+
+_log = logging.getLogger("mq_bridge.route")
+
+RECEIVE_TIMEOUT = 0.5
+
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    """The route options and knobs the loop needs (seconds, not milliseconds)."""
+
+    name: str
+    batch_size: int
+    pipelined: bool
+    concurrency: int
+    max_in_flight: int
+    max_handling: int
+    empty_batch_delay: float
+    reconnect_interval: float
+
+
+class RouteRunner:
+    """Runs one route until `stopping` is set or a bounded input is exhausted."""
+
+    def __init__(
+        self,
+        source: InputEndpoint,
+        deliverer: Deliverer,
+        settings: RunnerSettings,
+        stopping: threading.Event,
+        gc_policy: GcPolicy,
+    ) -> None:
+        self._input = source
+        self._deliverer = deliverer
+        self._settings = settings
+        self._stopping = stopping
+        self._gc = gc_policy
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        """The route thread's body: never raises; a fatal error is kept in `error`."""
+        self._gc.begin()
+        try:
+            self._run_pipelined() if self._settings.pipelined else self._run_direct()
+        except BaseException as error:  # kept for join() to re-raise in the caller
+            _log.error("route %s stopped on an error: %r", self._settings.name, error)
+            self.error = error
+        finally:
+            self._gc.end()
+
+    def _run_direct(self) -> None:
+        deliver = self._deliverer.deliver
+        source = self._input
+        stopping = self._stopping
+        gc_tick = self._gc.tick
+        while not stopping.is_set():
+            batch = self._receive()
+            if batch is None:
+                break
+            if not batch:
+                continue
+            if deliver(batch.messages):
+                source.ack(batch)
+            else:
+                source.nack(batch)
+                break
+            gc_tick(len(batch.messages))
+
+    def _receive(self) -> Batch | None:
+        """The next batch (maybe empty), or None when the input is exhausted or stopping."""
+        settings = self._settings
+        try:
+            batch = self._input.receive(settings.batch_size, RECEIVE_TIMEOUT)
+        except Exception as error:
+            if not is_retriable(error) or self._stopping.is_set():
+                raise
+            self._reconnect_input(error)
+            return Batch([])
+        if batch:
+            return batch
+        if self._input.exhausted:
+            return None
+        if settings.empty_batch_delay and self._stopping.wait(settings.empty_batch_delay):
+            return None
+        return batch
+
+    def _reconnect_input(self, error: Exception) -> None:
+        _log.warning(
+            "route %s: input failed (%r); reconnecting in %.3gs",
+            self._settings.name,
+            error,
+            self._settings.reconnect_interval,
+        )
+        if self._stopping.wait(self._settings.reconnect_interval):
+            return
+        try:
+            self._input.close()
+            self._input.connect()
+        except Exception as reconnect_error:
+            _log.warning("route %s: reconnect failed: %r", self._settings.name, reconnect_error)
+
+    def _run_pipelined(self) -> None:
+        settings = self._settings
+        in_flight: queue.Queue[tuple[Batch, Future[bool]] | None] = queue.Queue(
+            settings.max_in_flight
+        )
+        handling = threading.BoundedSemaphore(settings.max_handling or 1 << 30)
+        acker = threading.Thread(
+            target=self._ack_in_order, args=(in_flight,), name=f"{settings.name}-acks"
+        )
+        acker.start()
+        pool = ThreadPoolExecutor(settings.concurrency, thread_name_prefix=settings.name)
+        try:
+            self._read_and_submit(pool, in_flight, handling)
+        finally:
+            in_flight.put(None)
+            acker.join()
+            pool.shutdown(wait=True)
+
+    def _read_and_submit(
+        self,
+        pool: ThreadPoolExecutor,
+        in_flight: queue.Queue[tuple[Batch, Future[bool]] | None],
+        handling: threading.BoundedSemaphore,
+    ) -> None:
+        deliver = self._deliverer.deliver
+        while not self._stopping.is_set():
+            batch = self._receive()
+            if batch is None:
+                break
+            if not batch:
+                continue
+            handling.acquire()
+            future = pool.submit(deliver, batch.messages)
+            future.add_done_callback(lambda _: handling.release())
+            in_flight.put((batch, future))
+            self._gc.tick(len(batch.messages))
+
+    def _ack_in_order(self, in_flight: queue.Queue[tuple[Batch, Future[bool]] | None]) -> None:
+        nacking = False
+        while (item := in_flight.get()) is not None:
+            batch, future = item
+            try:
+                delivered = future.result()
+            except BaseException as error:  # a bug in delivery: keep the batch, stop the route
+                _log.error("route %s: delivery failed: %r", self._settings.name, error)
+                delivered = False
+            if delivered and not nacking:
+                self._input.ack(batch)
+            else:
+                nacking = True
+                self._input.nack(batch)
+                self._stopping.set()

@@ -1,0 +1,160 @@
+"""`Publisher`: send messages to an output endpoint from the caller's own thread.
+
+    publisher = Publisher.from_config({"memory": {"topic": "orders"}})
+    publisher.send_json({"order_id": 42}, {"kind": "order.created"})
+
+There is no background thread and no queue of our own: a send returns once the endpoint
+took the message (for memory: a lock, an append and a notify), or raises.
+"""
+
+from __future__ import annotations
+
+import uuid
+import warnings
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any
+
+from mq_bridge._factory import build_output, new_context
+from mq_bridge.config.documents import Source
+from mq_bridge.config.loader import load_endpoint
+from mq_bridge.config.redaction import redact
+from mq_bridge.endpoints.base import OutputEndpoint
+from mq_bridge.errors import ClosedError
+from mq_bridge.message import (
+    Message,
+    _coerce_metadata,
+    _dump_json,
+    new_message_id,
+    normalize_message_id,
+)
+
+__all__ = ["Publisher"]
+
+DEFAULT_REQUEST_TIMEOUT = 30.0
+
+
+class Publisher:
+    """Sends to one output endpoint (with its middleware)."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        """Prefer the `from_file` / `from_str` / `from_config` constructors."""
+        self._config = dict(config)
+        output = build_output(self._config, new_context("publisher"))
+        output.connect()
+        self._output: OutputEndpoint | None = output
+        self._send_one = output.send_one
+
+    @classmethod
+    def _load(cls, source: Source, name: str | None) -> Publisher:
+        return cls(load_endpoint(source, name, "publishers", "output"))
+
+    @classmethod
+    def from_file(cls, path: str, name: str | None = None) -> Publisher:
+        """A publisher from a YAML/JSON file; `name` picks an entry of its ``publishers:``."""
+        return cls._load(("file", path), name)
+
+    @classmethod
+    def from_str(cls, text: str, name: str | None = None) -> Publisher:
+        """A publisher from YAML/JSON text; `name` picks an entry of its ``publishers:``."""
+        return cls._load(("str", text), name)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], name: str | None = None) -> Publisher:
+        """A publisher from a dict; `name` picks an entry of its ``publishers:``."""
+        return cls._load(("config", config), name)
+
+    @classmethod
+    def from_yaml(cls, path: str, name: str | None = None) -> Publisher:
+        """Deprecated alias of `from_file`."""
+        warnings.warn("Publisher.from_yaml is deprecated; use from_file", DeprecationWarning, 2)
+        return cls.from_file(path, name)
+
+    @classmethod
+    def from_yaml_str(cls, text: str, name: str | None = None) -> Publisher:
+        """Deprecated alias of `from_str`."""
+        warnings.warn("Publisher.from_yaml_str is deprecated; use from_str", DeprecationWarning, 2)
+        return cls.from_str(text, name)
+
+    def send(self, message: Message | bytes, metadata: Mapping[str, str] | None = None) -> None:
+        """Send a `Message`, or raw bytes with optional metadata."""
+        self._send_one(_as_message(message, metadata))
+
+    def send_json(
+        self,
+        data: Any,
+        metadata: Mapping[str, str] | None = None,
+        id: str | int | uuid.UUID | None = None,
+    ) -> None:
+        """Send `data` serialized as compact JSON."""
+        self._send_one(
+            Message._trusted(
+                _dump_json(data),
+                _coerce_metadata(metadata) if metadata else {},
+                new_message_id() if id is None else normalize_message_id(id),
+            )
+        )
+
+    def send_batch(self, messages: Iterable[Message | bytes]) -> None:
+        """Send several messages in one endpoint call (one round trip where supported)."""
+        batch = [_as_message(m, None) for m in messages]
+        if batch:
+            self._endpoint().send(batch)
+
+    def request(
+        self, message: Message | bytes, metadata: Mapping[str, str] | None = None
+    ) -> Message:
+        """Send one message and wait for its reply (request/reply endpoints)."""
+        return self._endpoint().request(_as_message(message, metadata), self._request_timeout())
+
+    def request_json(
+        self,
+        data: Any,
+        metadata: Mapping[str, str] | None = None,
+        id: str | int | uuid.UUID | None = None,
+    ) -> Message:
+        """`request` with `data` serialized as compact JSON."""
+        return self.request(Message.from_json(data, metadata, id))
+
+    def close(self) -> None:
+        """Flush and release the endpoint. Idempotent; later sends raise `ClosedError`."""
+        output, self._output = self._output, None
+        self._send_one = _closed
+        if output is not None:
+            output.close()
+
+    def _endpoint(self) -> OutputEndpoint:
+        if self._output is None:
+            raise ClosedError("publisher is closed")
+        return self._output
+
+    def _request_timeout(self) -> float:
+        for options in self._config.values():
+            if isinstance(options, Mapping) and options.get("request_timeout_ms") is not None:
+                return float(options["request_timeout_ms"]) / 1000
+        return DEFAULT_REQUEST_TIMEOUT
+
+    def __enter__(self) -> Publisher:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._output is None else "open"
+        return f"Publisher({state}, config={redact(self._config)!r})"
+
+
+def _as_message(message: Message | bytes, metadata: Mapping[str, str] | None) -> Message:
+    if isinstance(message, Message):
+        return message.with_metadata(metadata) if metadata else message
+    return Message(message, metadata)
+
+
+def _closed(message: Message) -> None:
+    raise ClosedError("publisher is closed")

@@ -1,0 +1,231 @@
+"""`Route`: input -> handler -> output, on a thread of its own.
+
+    route = Route.from_config(config, "orders").with_handler(handle)
+    route.start()        # builds and connects the endpoints here: errors raise here
+    ...
+    route.stop(); route.join()
+
+Lifecycle: new -> running (start) -> stopping (stop) -> stopped. A route starts once; a
+second `start` raises `RuntimeError`. `join` re-raises an error that ended the route.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import threading
+import warnings
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any
+
+from mq_bridge import _env
+from mq_bridge._connect import connect_all
+from mq_bridge._delivery import Deliverer
+from mq_bridge._factory import build_input, build_output, new_context
+from mq_bridge._gc_policy import GcPolicy
+from mq_bridge._handler import Handler, HandlerStage, KindDispatcher
+from mq_bridge._route_runner import RouteRunner, RunnerSettings
+from mq_bridge.config.loader import load_route
+from mq_bridge.config.redaction import redact
+from mq_bridge.endpoints.base import InputEndpoint, OutputEndpoint
+
+__all__ = ["Route"]
+
+
+class _State(enum.Enum):
+    NEW = "new"
+    RUNNING = "running"
+    STOPPED = "stopped"
+
+
+class Route:
+    """A route from its input to its output through an optional Python handler."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        """Prefer the `from_file` / `from_str` / `from_config` constructors."""
+        self._config = dict(config)
+        self._raw_handler: Handler | None = None
+        self._kind_handlers: dict[str, Callable[[Any], Any]] = {}
+        self._state = _State.NEW
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._runner: RouteRunner | None = None
+        self._endpoints: tuple[InputEndpoint, OutputEndpoint] | None = None
+
+    @classmethod
+    def from_file(cls, path: str, name: str | None = None) -> Route:
+        """A route from a YAML or JSON file; `name` picks an entry of its ``routes:``."""
+        return cls(load_route(("file", path), name))
+
+    @classmethod
+    def from_str(cls, text: str, name: str | None = None) -> Route:
+        """A route from YAML or JSON text; `name` picks an entry of its ``routes:``."""
+        return cls(load_route(("str", text), name))
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], name: str | None = None) -> Route:
+        """A route from a dict; `name` picks an entry of its ``routes:``."""
+        return cls(load_route(("config", config), name))
+
+    @classmethod
+    def from_yaml(cls, path: str, name: str | None = None) -> Route:
+        """Deprecated alias of `from_file`."""
+        warnings.warn("Route.from_yaml is deprecated; use Route.from_file", DeprecationWarning, 2)
+        return cls.from_file(path, name)
+
+    @classmethod
+    def from_yaml_str(cls, text: str, name: str | None = None) -> Route:
+        """Deprecated alias of `from_str`."""
+        warnings.warn(
+            "Route.from_yaml_str is deprecated; use Route.from_str", DeprecationWarning, 2
+        )
+        return cls.from_str(text, name)
+
+    @property
+    def name(self) -> str:
+        return str(self._config.get("name", "route"))
+
+    def with_handler(self, handler: Handler) -> Route:
+        """Call `handler(message)` for each message (the fallback when kinds are also used)."""
+        if not callable(handler):
+            raise TypeError(f"handler must be callable, not {type(handler).__name__}")
+        self._raw_handler = handler
+        return self
+
+    def add_handler(self, kind: str, handler: Callable[[Any], Any]) -> Route:
+        """Call `handler(json_value)` for messages whose metadata ``kind`` is `kind`."""
+        if not callable(handler):
+            raise TypeError(f"handler must be callable, not {type(handler).__name__}")
+        self._kind_handlers[kind] = handler
+        return self
+
+    def start(self) -> None:
+        """Build and connect the endpoints (errors raise here), then run on a thread."""
+        with self._lock:
+            if self._state is not _State.NEW:
+                raise RuntimeError(f"route {self.name!r} was already started; make a new Route")
+            self._state = _State.RUNNING
+        try:
+            runner = self._build_runner()
+        except BaseException:
+            self._state = _State.STOPPED
+            raise
+        self._runner = runner
+        self._thread = threading.Thread(target=self._run_and_close, name=f"route-{self.name}")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def run(self) -> None:
+        """Start and block until `stop()` (from another thread) or Ctrl-C."""
+        self.start()
+        self.join()
+
+    def stop(self) -> None:
+        """Ask the route to stop after the batch in hand; returns at once (see `join`)."""
+        self._stopping.set()
+        if self._endpoints is not None:
+            self._endpoints[0].interrupt()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the route to stop; re-raise the error that ended it, if any."""
+        thread = self._thread
+        if thread is None:
+            return
+        try:
+            while thread.is_alive():
+                thread.join(0.2 if timeout is None else timeout)
+                if timeout is not None:
+                    break
+        except KeyboardInterrupt:
+            self.stop()
+            thread.join()
+            raise
+        if not thread.is_alive() and self._runner is not None and self._runner.error is not None:
+            error, self._runner.error = self._runner.error, None
+            raise error
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def __enter__(self) -> Route:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+        self.join()
+
+    def __repr__(self) -> str:
+        return (
+            f"Route(name={self.name!r}, state={self._state.value}, config={redact(self._config)!r})"
+        )
+
+    def _handler(self) -> tuple[Handler | None, bool]:
+        if self._kind_handlers:
+            dispatcher = KindDispatcher(dict(self._kind_handlers), self._raw_handler)
+            return dispatcher, dispatcher.has_coroutines
+        handler = self._raw_handler
+        return handler, handler is not None and _may_await(handler)
+
+    def _build_runner(self) -> RouteRunner:
+        config = self._config
+        knobs = _env.read_knobs()
+        context = new_context(self.name, bool(config.get("allow_fault_injection")))
+        handler, may_await = self._handler()
+        around = None if handler is None else (lambda ep: HandlerStage(ep, handler, may_await))
+        source = build_input(config["input"], context)
+        output = build_output(config.get("output") or {"null": None}, context, around)
+        connect_all([source, output], config.get("startup_timeout_ms", 5000) / 1000, self.name)
+        self._endpoints = (source, output)
+        reconnect = config.get("reconnect_interval_ms", 5000) / 1000
+        settings = _settings(config, knobs, self.name, reconnect)
+        deliverer = Deliverer(output, self._stopping, self.name, max_backoff=reconnect)
+        gc_policy = GcPolicy(knobs.gc_mode, knobs.gc_threshold)
+        return RouteRunner(source, deliverer, settings, self._stopping, gc_policy)
+
+    def _run_and_close(self) -> None:
+        assert self._runner is not None and self._endpoints is not None
+        try:
+            self._runner.run()
+        finally:
+            self._close_endpoints()
+            self._state = _State.STOPPED
+
+    def _close_endpoints(self) -> None:
+        assert self._endpoints is not None
+        source, output = self._endpoints
+        for close in (output.flush, output.close, source.close):
+            try:
+                close()
+            except Exception as error:
+                if self._runner is not None and self._runner.error is None:
+                    self._runner.error = error
+
+
+def _may_await(handler: Callable[..., Any]) -> bool:
+    call = getattr(handler, "__call__", None)  # noqa: B004 - callable objects with async __call__
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
+
+
+def _settings(
+    config: Mapping[str, Any], knobs: _env.RuntimeKnobs, name: str, reconnect: float
+) -> RunnerSettings:
+    concurrency = int(config.get("concurrency", 1))
+    return RunnerSettings(
+        name=name,
+        batch_size=int(config.get("batch_size", 512)),
+        pipelined=concurrency > 1 or knobs.executor == "worker",
+        concurrency=concurrency,
+        max_in_flight=int(config.get("commit_concurrency_limit", 4096)),
+        max_handling=knobs.handler_concurrency,
+        empty_batch_delay=config.get("empty_batch_delay_ms", 10) / 1000,
+        reconnect_interval=reconnect,
+    )
