@@ -1,0 +1,118 @@
+"""Membership changes: every one is a short critical section under the group lock.
+
+Whoever notices a change does the work: a joining member adds itself, a
+leaving member removes itself, and any member that sees another one dead
+(its member lock is free) or hung (heartbeat older than the session timeout)
+removes it. The critical section reads ``state.json``, prunes departed
+members, runs the pure assignor against the previous assignment, and writes
+the next generation. Members then converge on their own: each releases what
+it lost and takes what it gained, and the partition locks guarantee that a
+partition is taken only after its previous owner let go.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from twainmq.groups.assignor import assign_partitions
+from twainmq.groups.layout import GroupPaths
+from twainmq.groups.locking import exclusive_lock
+from twainmq.groups.membership import MemberStatus, member_status, remove_member_file
+from twainmq.groups.ownership import lock_holder
+from twainmq.groups.state import GroupState, load_state, save_state
+
+
+@dataclass(frozen=True)
+class MembershipChange:
+    """What a rebalance should do besides pruning departed members."""
+
+    joining: Mapping[str, dict[str, Any]] | None = None
+    leaving: Iterable[str] = ()
+    on_create: Callable[[], None] | None = None
+
+
+def rebalance(
+    paths: GroupPaths, partitions: int, session_timeout: float, change: MembershipChange
+) -> tuple[GroupState, os.stat_result]:
+    """Apply ``change`` and prune departed members; return the new state and its file's stat.
+
+    ``on_create`` runs (with the lock held) only when the group has no state
+    yet. The returned stat identifies the state file this call wrote or read,
+    so the caller can tell any later change by a cheaper ``os.stat``.
+    """
+    paths.create()
+    with exclusive_lock(paths.lock):
+        state = load_state(paths)
+        if state is None:
+            state = GroupState(generation=0, partitions=partitions)
+            if change.on_create is not None:
+                change.on_create()
+        joining = dict(change.joining or {})
+        members = {m: info for m, info in state.members.items() if m not in set(change.leaving)}
+        departed = _departed(paths, members, joining, session_timeout)
+        for member in departed:
+            del members[member]
+            remove_member_file(paths, member)
+        members.update(joining)
+        epochs = _fence_departed(paths, state, departed)
+        if members.keys() != state.members.keys() or state.partitions != partitions:
+            assignment = assign_partitions(range(partitions), members, state.assignment)
+            state = GroupState(state.generation + 1, partitions, members, assignment, epochs)
+            save_state(paths, state)
+        return state, os.stat(paths.state) if paths.state.exists() else _missing()
+
+
+def find_departed(
+    paths: GroupPaths, state: GroupState, session_timeout: float, me: str
+) -> list[str]:
+    """Members other than ``me`` that are dead or hung (a lock-free look, for polling)."""
+    others = {m: info for m, info in state.members.items() if m != me}
+    return _departed(paths, others, {}, session_timeout)
+
+
+def _departed(
+    paths: GroupPaths,
+    members: Mapping[str, Any],
+    joining: Mapping[str, Any],
+    session_timeout: float,
+) -> list[str]:
+    return [
+        member
+        for member in members
+        if member not in joining
+        and member_status(paths, member, session_timeout) is not MemberStatus.ALIVE
+    ]
+
+
+def _fence_departed(paths: GroupPaths, state: GroupState, departed: list[str]) -> dict[int, int]:
+    """Move to a new epoch every partition whose lock a departed member may still hold.
+
+    A killed member's locks are already free and need nothing. A hung member
+    still holds its locks and may wake up: bumping the epoch makes its lock
+    worthless (nobody checks it any more) and its commits refused. A lock
+    held but not yet labelled (empty holder) is fenced too, to be safe.
+    """
+    epochs = dict(state.epochs)
+    if not departed:
+        return epochs
+    for partition in range(state.partitions):
+        epoch = state.epoch(partition)
+        holder = lock_holder(paths, partition, epoch)
+        if holder is not None and (holder == "" or holder in departed):
+            epochs[partition] = epoch + 1
+            _unlink_quietly(paths.partition_lock(partition, epoch))
+    return epochs
+
+
+def _unlink_quietly(path: os.PathLike[str]) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _missing() -> os.stat_result:
+    return os.stat_result((0,) * 10)

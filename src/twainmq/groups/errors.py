@@ -1,0 +1,73 @@
+"""Errors raised by consumer groups.
+
+::
+
+    TwainMQError
+     └── GroupError
+          ├── InvalidGroupNameError    a group name outside the safe character set
+          ├── CommitFencedError        commit of a partition this member does not own
+          ├── GroupActiveError         admin change refused while members are alive
+          └── GroupNotFoundError       no such group on that topic
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+try:
+    from twainmq.errors import TwainMQError
+except ImportError:  # pragma: no cover - TEMPORARY until the engine's errors module lands
+
+    class TwainMQError(Exception):  # type: ignore[no-redef]
+        """Placeholder root."""
+
+
+class GroupError(TwainMQError):
+    """Root of the consumer-group errors."""
+
+    retriable = False
+
+
+class InvalidGroupNameError(GroupError, ValueError):
+    """A group (or topic) name that is empty, too long, or has unsafe characters."""
+
+    def __init__(self, name: object) -> None:
+        super().__init__(
+            f"invalid group name {name!r}: use 1-200 characters from A-Z a-z 0-9 _ . -"
+            " not starting with '.' or '-'"
+        )
+        self.name = name
+
+
+class CommitFencedError(GroupError):
+    """A member tried to commit partitions it does not own (any more)."""
+
+    retriable = False
+
+    def __init__(self, group: str, partitions: Iterable[int]) -> None:
+        self.group = group
+        self.partitions = sorted(partitions)
+        super().__init__(
+            f"group {group!r}: cannot commit partitions {self.partitions}: this member does"
+            " not own them (they were reassigned or never assigned to it)"
+        )
+
+
+class GroupActiveError(GroupError):
+    """An administrative change needs a group with no live members."""
+
+    def __init__(self, group: str, members: Iterable[str]) -> None:
+        self.group = group
+        self.members = sorted(members)
+        super().__init__(
+            f"group {group!r} has live members {self.members}; stop them before resetting"
+        )
+
+
+class GroupNotFoundError(GroupError, LookupError):
+    """No group of that name exists on that topic."""
+
+    def __init__(self, topic: str, group: str) -> None:
+        self.topic = topic
+        self.group = group
+        super().__init__(f"no consumer group {group!r} on topic {topic!r}")

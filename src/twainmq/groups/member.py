@@ -1,0 +1,177 @@
+"""One member of a consumer group: joins, watches the group cheaply, owns partitions.
+
+The member knows nothing about messages; ``GroupConsumer`` puts it together
+with an engine consumer. Everything here is driven by the owner calling
+``refresh()`` often (every ``poll()``); it does real work at most every
+``check_interval`` seconds:
+
+- one ``os.stat`` of ``state.json`` tells whether a new generation exists;
+- every ``heartbeat_interval``, touch our member file;
+- every ``liveness_interval``, look at the other members' locks, and
+  rebalance if one is dead or hung.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from twainmq.groups.commits import commit_fenced, read_commits
+from twainmq.groups.coordinator import MembershipChange, find_departed, rebalance
+from twainmq.groups.layout import GroupPaths
+from twainmq.groups.membership import MemberFile, new_member_id
+from twainmq.groups.ownership import PartitionLocks
+from twainmq.groups.state import GroupState, load_state
+
+
+@dataclass(frozen=True)
+class GroupTiming:
+    """How fast a member notices things (seconds)."""
+
+    session_timeout: float = 10.0
+    check_interval: float = 0.005
+    liveness_interval: float = 0.1
+
+    @property
+    def heartbeat_interval(self) -> float:
+        """Heartbeats come often enough that one late poll never looks like a hang."""
+        return min(self.session_timeout / 4, 0.5)
+
+
+class GroupMember:
+    """This process's (or thread's) membership in one group of one topic."""
+
+    def __init__(
+        self,
+        paths: GroupPaths,
+        partitions: int,
+        timing: GroupTiming | None = None,
+        on_create: Callable[[], None] | None = None,
+    ) -> None:
+        self.paths = paths
+        self.partitions = partitions
+        self.timing = timing or GroupTiming()
+        self._on_create = on_create
+        self._next_check = self._next_heartbeat = self._next_liveness = 0.0
+        self._join()
+
+    def _join(self) -> None:
+        self.member_id = new_member_id()
+        self.paths.create()
+        self._file = MemberFile(self.paths, self.member_id)
+        self._locks = PartitionLocks(self.paths, self.member_id)
+        change = MembershipChange({self.member_id: self._file.info}, on_create=self._on_create)
+        self._adopt(*rebalance(self.paths, self.partitions, self.timing.session_timeout, change))
+
+    def _adopt(self, state: GroupState, stat: os.stat_result) -> None:
+        self.state = state
+        self._stamp = _stamp_of(stat)
+
+    @property
+    def generation(self) -> int:
+        """The generation of the group state this member last saw."""
+        return self.state.generation
+
+    @property
+    def expelled(self) -> bool:
+        """True once the group removed this member (it stopped heart-beating too long)."""
+        return self.member_id not in self.state.members
+
+    def target(self) -> list[int]:
+        """The partitions the current generation gives this member."""
+        return [] if self.expelled else self.state.assignment.get(self.member_id, [])
+
+    def owned(self) -> dict[int, int]:
+        """The partitions this member holds the lock of, with their epochs."""
+        return self._locks.held()
+
+    def refresh(self) -> bool:
+        """Notice group changes (cheap; rate limited). True if ownership should be updated."""
+        now = time.monotonic()
+        if now < self._next_check:
+            return False
+        self._next_check = now + self.timing.check_interval
+        if now >= self._next_heartbeat:
+            self._file.heartbeat()
+            self._next_heartbeat = now + self.timing.heartbeat_interval
+        changed = self._reload_if_changed()
+        if now >= self._next_liveness:
+            self._next_liveness = now + self.timing.liveness_interval
+            changed = self._prune_departed() or changed
+        return changed or self.expelled or bool(self.revocations() or self.pending())
+
+    def revocations(self) -> list[int]:
+        """Held partitions this member must let go: reassigned, or fenced by a new epoch."""
+        target = set(self.target())
+        owned = self.owned().items()
+        return sorted(p for p, epoch in owned if p not in target or epoch != self.state.epoch(p))
+
+    def pending(self) -> list[int]:
+        """Partitions assigned to this member that it does not hold yet."""
+        owned = self.owned()
+        return [p for p in self.target() if p not in owned]
+
+    def release(self, partitions: list[int]) -> None:
+        """Let go of ``partitions`` (after the application was told they are revoked)."""
+        for partition in partitions:
+            self._locks.release(partition)
+
+    def acquire_pending(self) -> list[int]:
+        """Take every assigned partition whose previous owner has let go; return those taken."""
+        if self.expelled and not self.owned():
+            self._rejoin()
+        taken = [p for p in self.pending() if self._locks.try_acquire(p, self.state.epoch(p))]
+        if taken and self._reload_if_changed():
+            # The group moved on while we were locking: keep only what is still ours.
+            stale = set(self.revocations()) & set(taken)
+            self.release(sorted(stale))
+            taken = [p for p in taken if p not in stale]
+        return taken
+
+    def committed(self) -> dict[int, int]:
+        """The group's committed offsets (all partitions)."""
+        return read_commits(self.paths)
+
+    def commit(self, offsets: Mapping[int, int]) -> None:
+        """Commit ``offsets``; raises CommitFencedError for partitions this member does not own."""
+        commit_fenced(self.paths, offsets, self.owned())
+
+    def leave(self) -> None:
+        """Leave the group at once: free the partitions, then tell the others."""
+        self._locks.release_all()
+        self._file.release()
+        change = MembershipChange(leaving=[self.member_id])
+        rebalance(self.paths, self.partitions, self.timing.session_timeout, change)
+
+    def _rejoin(self) -> None:
+        self._file.release()
+        self._join()
+
+    def _reload_if_changed(self) -> bool:
+        try:
+            stamp = _stamp_of(os.stat(self.paths.state))
+        except FileNotFoundError:
+            return False
+        if stamp == self._stamp:
+            return False
+        state = load_state(self.paths)
+        if state is None:
+            return False
+        self.state, self._stamp = state, stamp
+        return True
+
+    def _prune_departed(self) -> bool:
+        timeout = self.timing.session_timeout
+        if not find_departed(self.paths, self.state, timeout, self.member_id):
+            return False
+        if self.expelled:
+            return True
+        change = MembershipChange()
+        self._adopt(*rebalance(self.paths, self.partitions, self.timing.session_timeout, change))
+        return True
+
+
+def _stamp_of(stat: os.stat_result) -> tuple[int, int, int]:
+    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)

@@ -1,0 +1,69 @@
+"""Partition ownership: a member owns partition p while it holds the lock ``p.<epoch>.lock``.
+
+The lock file also names its holder, written right after the lock is taken,
+so the coordinator can tell whose lock an expelled (hung) member still holds
+and move that partition to a new epoch (see ``coordinator``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from twainmq.groups.layout import GroupPaths
+from twainmq.groups.locking import try_lock
+
+
+class PartitionLocks:
+    """The partition locks one member holds, by partition, with their epochs."""
+
+    def __init__(self, paths: GroupPaths, member_id: str) -> None:
+        self._paths = paths
+        self.member_id = member_id
+        self._held: dict[int, tuple[int, int]] = {}
+
+    def held(self) -> dict[int, int]:
+        """Partitions held, each with the epoch of its lock."""
+        return {partition: epoch for partition, (epoch, _fd) in self._held.items()}
+
+    def try_acquire(self, partition: int, epoch: int) -> bool:
+        """Take ``partition`` in ``epoch`` if nobody holds it; True on success."""
+        if partition in self._held:
+            return self._held[partition][0] == epoch
+        fd = try_lock(self._paths.partition_lock(partition, epoch))
+        if fd is None:
+            return False
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, self.member_id.encode(), 0)
+        self._held[partition] = (epoch, fd)
+        return True
+
+    def release(self, partition: int) -> None:
+        """Let go of ``partition`` (no-op if not held)."""
+        entry = self._held.pop(partition, None)
+        if entry is not None:
+            os.close(entry[1])
+
+    def release_all(self) -> None:
+        """Let go of every partition."""
+        for partition in list(self._held):
+            self.release(partition)
+
+
+def lock_holder(paths: GroupPaths, partition: int, epoch: int) -> str | None:
+    """The member id written in a held partition lock; None if the lock is free.
+
+    An empty string means held by a member that has not yet written its id.
+    """
+    path = paths.partition_lock(partition, epoch)
+    try:
+        fd = try_lock(path, create=False)
+    except FileNotFoundError:
+        return None
+    if fd is not None:
+        os.close(fd)
+        return None
+    try:
+        with open(path, "rb") as file:
+            return file.read().decode(errors="replace")
+    except FileNotFoundError:
+        return None
