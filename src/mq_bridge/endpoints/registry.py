@@ -23,4 +23,5 @@ ENDPOINT_MODULES: dict[str, str] = {
     "static": "mq_bridge.endpoints.static",
     "fanout": "mq_bridge.endpoints.fanout",
     "switch": "mq_bridge.endpoints.switch",
+    "file": "mq_bridge.endpoints.file",
 }

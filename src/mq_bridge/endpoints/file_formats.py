@@ -1,0 +1,232 @@
+"""Line formats of the `file` endpoint: pure encode/decode, no I/O.
+
+A file is a sequence of records, each followed by the delimiter (default ``\\n``)::
+
+    +---------------------------+---+---------------------------+---+
+    | record 0                  | D | record 1                  | D | ...
+    +---------------------------+---+---------------------------+---+
+
+The envelope formats write one JSON object per record (keys as mq-bridge writes them, so
+files are readable by either)::
+
+    {"message_id":"<uuid>","payload":"<UTF-8 text>","metadata":{"k":"v"}}   normal, text
+    {"message_id":"<uuid>","payload_base64":"<base64>","metadata":{...}}    payload not UTF-8
+    {"message_id":"<uuid>","payload":<JSON value>,"metadata":{...}}         json
+
+``metadata`` is left out when empty. `normal` and `text` are byte-exact for every payload;
+`json` is byte-exact for compact JSON (what ``send_json`` writes) and keeps the meaning of
+any other JSON (whitespace may change); a payload that is not JSON goes to
+``payload_base64``. On reading, ``payload`` as a list of byte values (mq-bridge-py 0.3.2
+files) is accepted too.
+
+`raw` writes the payload bytes alone. Its records carry no id, so a record's id is derived
+from where it lies: ``id_base | byte offset`` (stable across restarts, for deduplication).
+
+A record that contains the delimiter cannot be framed: encoding reports it as that
+message's failure instead of writing a line that would read back as two.
+"""
+
+from __future__ import annotations
+
+import binascii
+import json
+from collections.abc import Sequence
+from json.encoder import encode_basestring, encode_basestring_ascii
+from typing import Any
+
+from mq_bridge.message import Message, normalize_message_id
+
+__all__ = ["FORMATS", "DecodeResult", "decode_records", "encode_records", "format_name"]
+
+#: Config names, with mq-bridge's aliases, mapped to the format they mean.
+FORMATS: dict[str, str] = {
+    "normal": "normal",
+    "json": "json",
+    "text": "text",
+    "raw": "raw",
+    "envelope": "normal",
+    "envelope_json": "json",
+    "envelope_text": "text",
+    "payload": "raw",
+}
+
+_json_loads = json.loads
+_trusted = Message._trusted
+
+
+def format_name(name: str) -> str:
+    """The canonical format for a config name (aliases resolved); KeyError when unknown."""
+    return FORMATS[name]
+
+
+# --- encoding ----------------------------------------------------------------------------
+
+
+def encode_records(
+    messages: Sequence[Message], fmt: str, delimiter: bytes
+) -> tuple[bytes, dict[int, Exception]]:
+    """The bytes to append for `messages`, and the messages that cannot be written, by index."""
+    encode_one = _raw_record if fmt == "raw" else _ENVELOPE_ENCODERS[fmt]
+    records: list[bytes] = []
+    failures: dict[int, Exception] = {}
+    for index, message in enumerate(messages):
+        try:
+            record = encode_one(message)
+        except ValueError as error:
+            failures[index] = error
+            continue
+        if delimiter in record:
+            failures[index] = ValueError(
+                f"message {message.id}: its {fmt} record contains the delimiter {delimiter!r}"
+            )
+            continue
+        records.append(record)
+    if not records:
+        return b"", failures
+    records.append(b"")
+    return delimiter.join(records), failures
+
+
+def _raw_record(message: Message) -> bytes:
+    return message.payload
+
+
+def _uuid_text(value: int) -> str:
+    digits = f"{value:032x}"
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
+
+
+def _metadata_field(message: Message) -> str:
+    metadata = message._metadata
+    if not metadata:
+        return ""
+    pairs = ",".join(
+        f"{encode_basestring_ascii(key)}:{encode_basestring_ascii(value)}"
+        for key, value in metadata.items()
+    )
+    return f',"metadata":{{{pairs}}}'
+
+
+def _text_payload_field(payload: bytes) -> str:
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError:
+        return _base64_payload_field(payload)
+    return f'"payload":{encode_basestring(text)}'
+
+
+def _base64_payload_field(payload: bytes) -> str:
+    return f'"payload_base64":"{binascii.b2a_base64(payload, newline=False).decode("ascii")}"'
+
+
+def _json_payload_field(payload: bytes) -> str:
+    try:
+        value = _json_loads(payload)
+    except ValueError:  # also UnicodeDecodeError
+        return _base64_payload_field(payload)
+    return '"payload":' + json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _text_envelope(message: Message) -> bytes:
+    return (
+        f'{{"message_id":"{_uuid_text(message._id)}",'
+        f"{_text_payload_field(message._payload)}{_metadata_field(message)}}}"
+    ).encode()
+
+
+def _json_envelope(message: Message) -> bytes:
+    head = f'{{"message_id":"{_uuid_text(message._id)}",'
+    tail = f"{_metadata_field(message)}}}"
+    try:
+        return f"{head}{_json_payload_field(message._payload)}{tail}".encode()
+    except UnicodeEncodeError:  # a JSON string with a lone surrogate escape: keep it exact
+        return f"{head}{_base64_payload_field(message._payload)}{tail}".encode()
+
+
+_ENVELOPE_ENCODERS = {"normal": _text_envelope, "text": _text_envelope, "json": _json_envelope}
+
+
+# --- decoding ----------------------------------------------------------------------------
+
+
+class DecodeResult:
+    """Messages decoded from a run of records, and the records that could not be decoded."""
+
+    __slots__ = ("errors", "messages")
+
+    def __init__(self, messages: list[Message], errors: list[tuple[int, str]]) -> None:
+        self.messages = messages
+        #: (byte offset of the record, why it could not be decoded)
+        self.errors = errors
+
+
+def decode_records(
+    records: list[bytes], offsets: Sequence[int], fmt: str, id_base: int
+) -> DecodeResult:
+    """Decode complete records (without delimiters); `offsets[i]` is where record i starts."""
+    if fmt == "raw":
+        return DecodeResult(
+            [_trusted(record, {}, id_base | offset) for record, offset in zip(records, offsets)],
+            [],
+        )
+    json_payload = fmt == "json"
+    try:
+        envelopes = _json_loads(b"[" + b",".join(records) + b"]")
+        messages = [_from_envelope(envelope, json_payload) for envelope in envelopes]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return _decode_one_by_one(records, offsets, json_payload)
+    if len(messages) != len(records):  # a record held more than one JSON value
+        return _decode_one_by_one(records, offsets, json_payload)
+    return DecodeResult(messages, [])
+
+
+def _decode_one_by_one(
+    records: list[bytes], offsets: Sequence[int], json_payload: bool
+) -> DecodeResult:
+    messages: list[Message] = []
+    errors: list[tuple[int, str]] = []
+    for record, offset in zip(records, offsets):
+        try:
+            messages.append(_from_envelope(_json_loads(record), json_payload))
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            errors.append((offset, f"not a message envelope: {error}"))
+    return DecodeResult(messages, errors)
+
+
+def _from_envelope(envelope: dict[str, Any], json_payload: bool) -> Message:
+    if type(envelope) is not dict:
+        raise TypeError(f"expected a JSON object, got {type(envelope).__name__}")
+    metadata = envelope.get("metadata") or {}
+    if type(metadata) is not dict or not all(type(v) is str for v in metadata.values()):
+        raise TypeError("`metadata` must be an object of strings")
+    return _trusted(
+        _payload_of(envelope, json_payload), metadata, _id_of(envelope.get("message_id"))
+    )
+
+
+def _payload_of(envelope: dict[str, Any], json_payload: bool) -> bytes:
+    if "payload" not in envelope:
+        if "payload_base64" in envelope:
+            return binascii.a2b_base64(envelope["payload_base64"])
+        raise KeyError("no `payload` or `payload_base64`")
+    value = envelope["payload"]
+    if json_payload:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    if type(value) is str:
+        return value.encode()
+    if type(value) is list:
+        return bytes(value)
+    raise TypeError("`payload` must be a string (or a list of byte values)")
+
+
+def _id_of(value: Any) -> int:
+    if type(value) is str and len(value) == 36:  # the UUID text we write: parse it cheaply
+        digits = value.replace("-", "")
+        if len(digits) == 32:
+            try:
+                return int(digits, 16)
+            except ValueError:
+                pass
+    if value is None:
+        raise KeyError("no `message_id`")
+    return normalize_message_id(value)
