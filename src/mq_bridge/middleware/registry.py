@@ -15,4 +15,6 @@ MIDDLEWARE_MODULES: dict[str, str] = {
     "delay": "mq_bridge.middleware.delay",
     "limiter": "mq_bridge.middleware.limiter",
     "random_panic": "mq_bridge.middleware.random_panic",
+    "buffer": "mq_bridge.middleware.buffer",
+    "weak_join": "mq_bridge.middleware.weak_join",
 }

@@ -1,0 +1,246 @@
+"""weak_join: join messages that share a metadata key into one, within a time window.
+
+Input only. Messages carrying the `group_by` metadata key are held back until their group
+is complete, then handed out as one joined message; messages without the key pass through.
+
+- **Count mode** (default): a group is complete with `expected_count` messages. The joined
+  payload is a JSON array of the members' payloads, in arrival order.
+- **Branch mode** (`branch_by` set): each member names its branch in that metadata key; a
+  group is complete when every branch in `required` has arrived (or, without `required`,
+  `expected_count` distinct branches). The joined payload is a JSON object keyed by branch
+  (a branch that arrives twice keeps its latest payload).
+
+Members' payloads go in as JSON when they are JSON, else as text. The joined message has
+the first member's metadata plus ``mqb.join.count`` (members joined) and
+``mqb.join.complete`` (``true``/``false``); it gets a new id.
+
+A group still open `timeout_ms` after its first member arrived is joined as it is
+(``on_timeout: fire``) or dropped (``on_timeout: discard``; its members count as handled).
+
+Acknowledgement (``ack``): with ``on_join`` (default) a source message is acked only once
+the joined message it went into is acked, so a crash redelivers open groups; the input's
+batches are still acked in the order they were received. With ``on_receive`` members are
+settled as soon as they are held (open groups are lost on a crash), for sources that would
+otherwise stop delivering while many messages wait in open groups. Nacking a joined message
+nacks the batches its members came from; their other members leave their open groups, as
+they will be delivered again.
+
+Options::
+
+    weak_join:
+      group_by: correlation_id
+      expected_count: 2
+      timeout_ms: 5000
+      branch_by: source          # optional: branch mode
+      required: [billing, shipping]
+      on_timeout: fire           # or discard
+      ack: on_join               # or on_receive
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint
+from mq_bridge.errors import ConfigError
+from mq_bridge.message import Message
+from mq_bridge.middleware._join_groups import JoinGroup, JoinRule
+from mq_bridge.middleware._ordered_acks import OrderedAcks, Pending
+from mq_bridge.middleware.base import InputMiddleware
+
+__all__ = ["SCHEMA", "wrap_input"]
+
+SCHEMA: dict[str, Any] = {
+    "description": "Holds messages sharing the group_by metadata value until expected_count "
+    "(or the required branches) arrived, then hands out one joined JSON message.",
+    "type": "object",
+    "properties": {
+        "group_by": {"description": "Metadata key the members share.", "type": "string"},
+        "expected_count": {
+            "description": "Members (count mode) or distinct branches (branch mode) to wait for.",
+            "type": "integer",
+            "minimum": 1,
+        },
+        "timeout_ms": {
+            "description": "How long a group may stay open, from its first member.",
+            "type": "integer",
+            "minimum": 0,
+        },
+        "branch_by": {
+            "description": "Metadata key naming each member's branch; enables branch mode.",
+            "type": ["string", "null"],
+            "default": None,
+        },
+        "required": {
+            "description": "Branches that must all arrive (branch mode; overrides expected_count).",
+            "type": "array",
+            "items": {"type": "string"},
+            "default": [],
+        },
+        "on_timeout": {
+            "description": "An incomplete group at its timeout: fire (join what arrived) or "
+            "discard.",
+            "enum": ["fire", "discard"],
+            "default": "fire",
+        },
+        "ack": {
+            "description": "When members are acknowledged: on_join (with the joined message) "
+            "or on_receive.",
+            "enum": ["on_join", "on_receive"],
+            "default": "on_join",
+        },
+    },
+    "required": ["group_by", "expected_count", "timeout_ms"],
+    "additionalProperties": False,
+}
+
+#: A message ready to hand out, with the inner batches of the messages it stands for.
+Ready = tuple[Message, list[Pending]]
+
+
+class WeakJoinInput(InputMiddleware):
+    """Holds grouped messages back and hands out one joined message per group."""
+
+    def __init__(self, inner: InputEndpoint, rule: JoinRule, ack_on_receive: bool) -> None:
+        super().__init__(inner)
+        self.rule = rule
+        self.ack_on_receive = ack_on_receive
+        self.acks = OrderedAcks(inner)
+        self._groups: dict[str, JoinGroup] = {}  # insertion order = deadline order
+        self._ready: list[Ready] = []
+        self._unsettled: dict[Pending, int] = {}  # messages of a batch not yet acked
+        self._interrupted = False
+
+    @property
+    def acks_in_any_order(self) -> bool:  # type: ignore[override]
+        return True  # OrderedAcks keeps the inner order; our own batches may finish in any
+
+    @property
+    def exhausted(self) -> bool:
+        return self.inner.exhausted and not self._groups and not self._ready
+
+    def receive(self, max_messages: int, timeout: float | None) -> Batch:
+        ends = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self._expire(time.monotonic())
+            if self._ready:
+                return self._hand_out(max_messages)
+            wait, until_group = self._wait(ends)
+            batch = self.inner.receive(max_messages, wait)
+            if batch:
+                self._take(batch)
+            elif not until_group or self.inner.exhausted or self._interrupted:
+                # The caller's time is up, the receive was interrupted, or a bounded source
+                # has nothing more: the caller comes back, and open groups expire then.
+                self._interrupted = False
+                return Batch([])
+
+    def interrupt(self) -> None:
+        self._interrupted = True
+        self.inner.interrupt()
+
+    def _wait(self, ends: float | None) -> tuple[float | None, bool]:
+        """How long the next inner receive may block, and whether a group's deadline (not
+        the caller's timeout) set it."""
+        now = time.monotonic()
+        caller = None if ends is None else max(0.0, ends - now)
+        if not self._groups:
+            return caller, False
+        group = max(0.0, next(iter(self._groups.values())).deadline - now)
+        if caller is not None and caller <= group:
+            return caller, False
+        return group, True
+
+    def _take(self, batch: Batch) -> None:
+        pending = self.acks.handed_out(batch)
+        self._unsettled[pending] = len(batch)
+        for message in batch.messages:
+            key = message.get(self.rule.group_by)
+            if key is None or not self.rule.is_member(message):
+                self._ready.append((message, [pending]))
+                continue
+            group = self._groups.get(key)
+            if group is None:
+                group = self._groups[key] = JoinGroup(key, time.monotonic() + self.rule.timeout)
+            group.add(message, pending)
+            if self.ack_on_receive:
+                self._settle([pending])
+            if self.rule.is_complete(group):
+                del self._groups[key]
+                self._ready.append(self._joined(group, complete=True))
+
+    def _joined(self, group: JoinGroup, complete: bool) -> Ready:
+        sources = [] if self.ack_on_receive else group.sources()
+        return group.joined(self.rule, complete), sources
+
+    def _expire(self, now: float) -> None:
+        while self._groups:
+            key, group = next(iter(self._groups.items()))
+            if group.deadline > now:
+                return
+            del self._groups[key]
+            if self.rule.discard_on_timeout:
+                if not self.ack_on_receive:
+                    self._settle(group.sources())
+            else:
+                self._ready.append(self._joined(group, complete=False))
+
+    def _hand_out(self, max_messages: int) -> Batch:
+        taken, self._ready = self._ready[:max_messages], self._ready[max_messages:]
+        return Batch([message for message, _ in taken], [sources for _, sources in taken])
+
+    def _settle(self, sources: list[Pending]) -> None:
+        for pending in sources:
+            left = self._unsettled.get(pending)
+            if left is None:
+                continue
+            if left > 1:
+                self._unsettled[pending] = left - 1
+            else:
+                del self._unsettled[pending]
+                self.acks.done(pending)
+
+    def ack(self, batch: Batch) -> None:
+        for sources in batch.token:
+            self._settle(sources)
+
+    def nack(self, batch: Batch) -> None:
+        failed = {pending for sources in batch.token for pending in sources}
+        for pending in failed:
+            if self._unsettled.pop(pending, None) is not None:
+                self.acks.failed(pending)
+        for key, group in list(self._groups.items()):
+            if not group.drop_sources(failed):
+                del self._groups[key]
+
+
+def _rule_from(options: Mapping[str, Any]) -> JoinRule:
+    group_by = options.get("group_by")
+    expected = options.get("expected_count")
+    timeout_ms = options.get("timeout_ms")
+    if not isinstance(group_by, str) or not group_by:
+        raise ConfigError(f"must be a metadata key, got {group_by!r}", "weak_join.group_by")
+    if not isinstance(expected, int) or expected < 1:
+        raise ConfigError(f"must be an integer >= 1, got {expected!r}", "weak_join.expected_count")
+    if not isinstance(timeout_ms, (int, float)) or timeout_ms < 0:
+        raise ConfigError(f"must be milliseconds >= 0, got {timeout_ms!r}", "weak_join.timeout_ms")
+    return JoinRule(
+        group_by=group_by,
+        expected_count=expected,
+        timeout=timeout_ms / 1000,
+        branch_by=options.get("branch_by"),
+        required=frozenset(options.get("required") or ()),
+        discard_on_timeout=options.get("on_timeout", "fire") == "discard",
+    )
+
+
+def wrap_input(
+    inner: InputEndpoint, options: Mapping[str, Any], context: BuildContext
+) -> InputEndpoint:
+    """Wrap `inner` so messages sharing `group_by` are handed out joined."""
+    ack_mode = options.get("ack", "on_join")
+    if ack_mode not in ("on_join", "on_receive"):
+        raise ConfigError(f"must be on_join or on_receive, got {ack_mode!r}", "weak_join.ack")
+    return WeakJoinInput(inner, _rule_from(options), ack_mode == "on_receive")
