@@ -6,6 +6,7 @@
      └── GroupError
           ├── InvalidGroupNameError    a group name outside the safe character set
           ├── CommitFencedError        commit of a partition this member does not own
+          ├── PartitionNotOwnedError   seek/position of a partition this member does not own
           ├── GroupActiveError         admin change refused while members are alive
           └── GroupNotFoundError       no such group on that topic
 """
@@ -51,6 +52,15 @@ class CommitFencedError(GroupError):
             f"group {group!r}: cannot commit partitions {self.partitions}: this member does"
             " not own them (they were reassigned or never assigned to it)"
         )
+
+
+class PartitionNotOwnedError(GroupError, ValueError):
+    """A group consumer was asked to seek or report a partition it does not own."""
+
+    def __init__(self, group: str, partition: int) -> None:
+        self.group = group
+        self.partition = partition
+        super().__init__(f"group {group!r}: partition {partition} is not owned by this consumer")
 
 
 class GroupActiveError(GroupError):

@@ -1,0 +1,93 @@
+"""Looking at groups from outside, and resetting an inactive group's offsets.
+
+Used by ``twainmq groups``. Nothing here joins a group: describing a group
+only reads its files and looks at its members' locks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from twainmq.groups.commits import read_commits, write_commits
+from twainmq.groups.errors import GroupActiveError, GroupNotFoundError
+from twainmq.groups.lag import PartitionLag, partition_lags
+from twainmq.groups.layout import GroupPaths
+from twainmq.groups.locking import exclusive_lock
+from twainmq.groups.membership import MemberStatus, member_status
+from twainmq.groups.state import GroupState, load_state
+
+# Describing a group must not call a slow member hung; only its members decide that.
+_DESCRIBE_SESSION_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    """One member as seen from outside: its process, condition and partitions."""
+
+    member_id: str
+    pid: int | None
+    host: str | None
+    status: MemberStatus
+    partitions: list[int]
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    """A group's generation, members and per-partition progress."""
+
+    topic: str
+    group: str
+    generation: int
+    members: list[MemberDescription]
+    partitions: dict[int, PartitionLag]
+    owners: dict[int, str]
+
+    @property
+    def active(self) -> bool:
+        """True while any member's process still holds its membership lock."""
+        return any(m.status is not MemberStatus.DEAD for m in self.members)
+
+
+def describe_group(paths: GroupPaths, end_offsets: Mapping[int, int]) -> GroupDescription:
+    """Describe ``paths``' group; ``end_offsets`` are the topic's (partition -> end)."""
+    if not paths.directory.is_dir():
+        raise GroupNotFoundError(paths.topic, paths.group)
+    state = load_state(paths) or GroupState(generation=0, partitions=len(end_offsets))
+    members = [_describe_member(paths, state, m) for m in sorted(state.members)]
+    owners = {p: m for m, ps in state.assignment.items() for p in ps}
+    lags = partition_lags(end_offsets, read_commits(paths))
+    return GroupDescription(paths.topic, paths.group, state.generation, members, lags, owners)
+
+
+def _describe_member(paths: GroupPaths, state: GroupState, member: str) -> MemberDescription:
+    info = state.members.get(member, {})
+    pid = info.get("pid")
+    host = info.get("host")
+    return MemberDescription(
+        member_id=member,
+        pid=int(pid) if pid is not None else None,
+        host=str(host) if host is not None else None,
+        status=member_status(paths, member, _DESCRIBE_SESSION_TIMEOUT),
+        partitions=sorted(state.assignment.get(member, [])),
+    )
+
+
+def reset_offsets(paths: GroupPaths, offsets: Mapping[int, int]) -> None:
+    """Set the committed offsets of an inactive group (partition -> next offset to read).
+
+    Holds the group lock throughout, so no member can join half-way; raises
+    GroupActiveError naming the members whose processes are still alive.
+    """
+    if not paths.directory.is_dir():
+        raise GroupNotFoundError(paths.topic, paths.group)
+    with exclusive_lock(paths.lock):
+        state = load_state(paths)
+        live = [
+            m
+            for m in (state.members if state is not None else {})
+            if member_status(paths, m, _DESCRIBE_SESSION_TIMEOUT) is not MemberStatus.DEAD
+        ]
+        if live:
+            raise GroupActiveError(paths.group, live)
+        write_commits(paths, offsets)

@@ -1,0 +1,221 @@
+"""The group consumer: an engine consumer whose partitions the group decides.
+
+It composes two parts: a ``GroupMember`` (membership, ownership, commits)
+and the engine's consumer (reading), whose assignment it replaces whenever
+ownership changes. ``poll()`` costs one clock read more than the engine's
+own poll; real group work happens at most every few milliseconds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from twainmq.groups.commits import write_commits
+from twainmq.groups.errors import CommitFencedError, PartitionNotOwnedError
+from twainmq.groups.lag import PartitionLag, partition_lags
+from twainmq.groups.layout import GroupPaths
+from twainmq.groups.member import GroupMember, GroupTiming
+
+PartitionsCallback = Callable[[list[int]], None]
+START_FROM = ("start", "now")
+_WAIT_SLICE = 0.01  # a waiting poll still notices the group at least this often
+
+
+class EngineConsumer(Protocol):
+    """What the group consumer needs from the engine's consumer."""
+
+    def assign(self, positions: Mapping[int, int]) -> None: ...
+    def position(self, partition: int) -> int: ...
+    def seek(self, partition: int, offset: int) -> None: ...
+    def end_offsets(self) -> dict[int, int]: ...
+    def poll(self, timeout: float | None = None) -> Any: ...
+    def poll_many(self, n: int = 10) -> list[Any]: ...
+    def close(self) -> None: ...
+
+
+class GroupConsumer:
+    """A consumer that shares a topic's partitions with the other members of its group.
+
+    Joining happens in the constructor; ``close()`` (or leaving the ``with``
+    block) leaves at once so the others take over without waiting. Each
+    ``poll()`` reads only partitions this member owns. ``on_revoke`` is
+    called before partitions are given up (commit there to hand over exact
+    progress) and ``on_assign`` after new ones are taken.
+    """
+
+    def __init__(
+        self,
+        engine: EngineConsumer,
+        paths: GroupPaths,
+        partitions: int,
+        start_from: str = "start",
+        on_assign: PartitionsCallback | None = None,
+        on_revoke: PartitionsCallback | None = None,
+        timing: GroupTiming | None = None,
+    ) -> None:
+        if start_from not in START_FROM:
+            raise ValueError(f'start_from must be "start" or "now", not {start_from!r}')
+        self._engine = engine
+        self._start_from = start_from
+        self._on_assign = on_assign
+        self._on_revoke = on_revoke
+        self._committed_by_me: dict[int, int] = {}
+        self._closed = False
+        self._paths = paths
+        self._assign_engine({})
+        self._member = GroupMember(paths, partitions, timing, self._initialize_commits)
+        self._update_ownership()
+
+    @property
+    def group(self) -> str:
+        """The group's name."""
+        return self._member.paths.group
+
+    @property
+    def member_id(self) -> str:
+        """This member's id in the group (changes if it is expelled and rejoins)."""
+        return self._member.member_id
+
+    @property
+    def generation(self) -> int:
+        """The group generation this consumer last saw."""
+        return self._member.generation
+
+    def assignment(self) -> list[int]:
+        """The partitions this consumer owns and reads, sorted."""
+        return sorted(self._member.owned())
+
+    def poll(self, timeout: float | None = None) -> Any:
+        """The next message from an owned partition, or None (waits up to ``timeout`` s)."""
+        if self._member.refresh():
+            self._update_ownership()
+        message = self._engine.poll()
+        if message is not None or not timeout:
+            return message
+        deadline = time.monotonic() + timeout
+        while (remaining := deadline - time.monotonic()) > 0:
+            if self._member.refresh():
+                self._update_ownership()
+            message = self._engine.poll(timeout=min(remaining, _WAIT_SLICE))
+            if message is not None:
+                return message
+        return None
+
+    def poll_many(self, n: int = 10) -> list[Any]:
+        """Up to ``n`` messages from owned partitions, without waiting."""
+        if self._member.refresh():
+            self._update_ownership()
+        return self._engine.poll_many(n)
+
+    def commit(self, offsets: Mapping[int, int] | None = None) -> None:
+        """Record progress: by default the position of every owned partition.
+
+        ``offsets`` maps partition -> next offset to read. Raises
+        CommitFencedError if any of them is not owned by this member.
+        """
+        if offsets is None:
+            offsets = {p: self._engine.position(p) for p in self._member.owned()}
+        changed = {p: o for p, o in offsets.items() if self._committed_by_me.get(p) != o}
+        if not changed:
+            return
+        stale = [p for p in changed if p not in self._member.owned()]
+        if stale:
+            raise CommitFencedError(self.group, stale)
+        self._member.commit(changed)
+        self._committed_by_me.update(changed)
+
+    def committed(self) -> dict[int, int]:
+        """The group's committed offsets for every partition that has one."""
+        return self._member.committed()
+
+    def position(self, partition: int) -> int:
+        """The next offset this consumer reads from an owned ``partition``."""
+        self._require_owned(partition)
+        return self._engine.position(partition)
+
+    def seek(self, partition: int, offset: int) -> None:
+        """Read an owned ``partition`` from ``offset`` next."""
+        self._require_owned(partition)
+        self._engine.seek(partition, offset)
+
+    def end_offsets(self) -> dict[int, int]:
+        """The end offset (offset of the next message written) of every partition."""
+        return self._engine.end_offsets()
+
+    def lag(self) -> dict[int, PartitionLag]:
+        """End offset, committed offset, position and lag of each owned partition."""
+        owned = self._member.owned()
+        ends = {p: e for p, e in self.end_offsets().items() if p in owned}
+        positions = {p: self._engine.position(p) for p in owned}
+        return partition_lags(ends, self.committed(), positions)
+
+    def close(self) -> None:
+        """Give up every partition (``on_revoke`` first) and leave the group at once."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._revoke(sorted(self._member.owned()))
+        finally:
+            self._member.leave()
+            self._engine.close()
+
+    def __enter__(self) -> GroupConsumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"<GroupConsumer group={self.group!r} member={self.member_id!r}"
+            f" generation={self.generation} partitions={self.assignment()}>"
+        )
+
+    def _update_ownership(self) -> None:
+        self._revoke(self._member.revocations())
+        taken = self._member.acquire_pending()
+        if taken:
+            self._assign_engine({**self._current_positions(), **self._start_positions(taken)})
+            if self._on_assign is not None:
+                self._on_assign(sorted(taken))
+
+    def _revoke(self, partitions: list[int]) -> None:
+        if not partitions:
+            return
+        try:
+            if self._on_revoke is not None:
+                self._on_revoke(partitions)
+        finally:
+            kept = {p: o for p, o in self._current_positions().items() if p not in partitions}
+            self._member.release(partitions)
+            for p in partitions:
+                self._committed_by_me.pop(p, None)
+            self._assign_engine(kept)
+
+    def _assign_engine(self, positions: Mapping[int, int]) -> None:
+        self._engine.assign(positions)
+        self._reading = set(positions)
+
+    def _current_positions(self) -> dict[int, int]:
+        """Positions of the partitions the engine reads now."""
+        return {p: self._engine.position(p) for p in self._reading}
+
+    def _start_positions(self, partitions: list[int]) -> dict[int, int]:
+        """Where to read newly taken partitions: the committed offset, else ``start_from``."""
+        committed = self._member.committed()
+        ends = self._engine.end_offsets() if self._start_from == "now" else {}
+        return {p: committed.get(p, ends.get(p, 0)) for p in partitions}
+
+    def _initialize_commits(self) -> None:
+        # A group created with start_from="now" pins "now" to its creation: a
+        # partition that changes hands before its first commit resumes there,
+        # so messages written in between are not skipped.
+        if self._start_from == "now":
+            write_commits(self._paths, self._engine.end_offsets())
+
+    def _require_owned(self, partition: int) -> None:
+        if partition not in self._member.owned():
+            raise PartitionNotOwnedError(self.group, partition)
