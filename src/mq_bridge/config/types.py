@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Literal, TypedDict, Union
 
 __all__ = [
+    "BufferMiddleware",
     "ConfigDocument",
     "ConfigSections",
     "DeduplicationMiddleware",
@@ -31,7 +32,21 @@ __all__ = [
     "RoutesConfig",
     "StaticConfig",
     "SwitchConfig",
+    "WeakJoinMiddleware",
 ]
+
+
+class _BufferMiddlewareRequired(TypedDict):
+    #: Send as soon as this many messages are waiting.
+    max_messages: int
+    #: The longest a message waits for others, in milliseconds.
+    max_delay_ms: int
+
+
+class BufferMiddleware(_BufferMiddlewareRequired, total=False):
+    """Joins sends that arrive within max_delay_ms into one send of up to max_messages; each send
+    still returns only once its messages were delivered.
+    """
 
 
 class ConfigSections(TypedDict, total=False):
@@ -151,6 +166,7 @@ class MetricsMiddleware(TypedDict, total=False):
 class Middleware(TypedDict, total=False):
     """One middleware: exactly one middleware key with its options."""
 
+    buffer: BufferMiddleware
     deduplication: DeduplicationMiddleware
     delay: DelayMiddleware
     dlq: DlqMiddleware
@@ -158,6 +174,7 @@ class Middleware(TypedDict, total=False):
     metrics: MetricsMiddleware
     random_panic: RandomPanicMiddleware
     retry: RetryMiddleware
+    weak_join: WeakJoinMiddleware
 
 
 class NullConfigOptions(TypedDict, total=False):
@@ -245,6 +262,30 @@ class SwitchConfig(TypedDict, total=False):
     cases: dict[str, Endpoint]
     when: list[dict[str, Any]]
     default: Union[Endpoint, None]
+
+
+class _WeakJoinMiddlewareRequired(TypedDict):
+    #: Metadata key the members share.
+    group_by: str
+    #: Members (count mode) or distinct branches (branch mode) to wait for.
+    expected_count: int
+    #: How long a group may stay open, from its first member.
+    timeout_ms: int
+
+
+class WeakJoinMiddleware(_WeakJoinMiddlewareRequired, total=False):
+    """Holds messages sharing the group_by metadata value until expected_count (or the required
+    branches) arrived, then hands out one joined JSON message.
+    """
+
+    #: Metadata key naming each member's branch; enables branch mode.
+    branch_by: Union[str, None]
+    #: Branches that must all arrive (branch mode; overrides expected_count).
+    required: list[str]
+    #: An incomplete group at its timeout: fire (join what arrived) or discard.
+    on_timeout: Literal["fire", "discard"]
+    #: When members are acknowledged: on_join (with the joined message) or on_receive.
+    ack: Literal["on_join", "on_receive"]
 
 
 #: fanout: sends every message to each of a list of outputs.

@@ -1,0 +1,83 @@
+"""config_schema(): assembled from the registries, valid JSON Schema, editors can use it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from mq_bridge import config_schema as public_config_schema
+from mq_bridge.config import config_schema
+from mq_bridge.config.schema import endpoints, middlewares
+from mq_bridge.endpoints.registry import ENDPOINT_MODULES
+from mq_bridge.middleware.registry import MIDDLEWARE_MODULES
+
+
+def test_is_a_valid_draft_2020_12_schema_with_every_registered_module() -> None:
+    schema = config_schema()
+    Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    endpoint_keys = set(schema["$defs"]["Endpoint"]["properties"]) - {"middlewares"}
+    assert endpoint_keys == set(ENDPOINT_MODULES)
+    assert set(schema["$defs"]["Middleware"]["properties"]) == set(MIDDLEWARE_MODULES)
+    json.dumps(schema)  # can be written to a file for editors
+
+
+def test_every_registered_module_declares_a_valid_schema() -> None:
+    for plugin in [*endpoints().values(), *middlewares().values()]:
+        assert hasattr(plugin.module, "SCHEMA"), plugin.name
+        Draft202012Validator.check_schema(plugin.module.SCHEMA)
+        assert plugin.can_input or plugin.can_output, plugin.name
+
+
+def test_the_package_root_exposes_the_same_schema() -> None:
+    assert public_config_schema() == config_schema()
+
+
+def test_route_options_have_defaults_and_descriptions() -> None:
+    route = config_schema()["$defs"]["Route"]
+    options = route["properties"]
+    assert route["required"] == ["input"]
+    assert options["batch_size"]["default"] == 512
+    assert options["output"]["default"] == {"null": {}}
+    for name in (
+        "batch_size",
+        "concurrency",
+        "commit_concurrency_limit",
+        "startup_timeout_ms",
+        "reconnect_interval_ms",
+        "empty_batch_delay_ms",
+        "allow_fault_injection",
+        "description",
+    ):
+        assert "default" in options[name], name
+        assert options[name]["description"], name
+
+
+@pytest.mark.usefixtures("fakes")
+def test_follows_the_registry_and_names_defs_after_the_modules() -> None:
+    schema = config_schema()
+    defs = schema["$defs"]
+    assert defs["Endpoint"]["properties"]["source"] == {"$ref": "#/$defs/SourceConfig"}
+    assert defs["SourceConfig"]["properties"]["prefetch"]["default"] == 10
+    assert defs["SourceConfig"]["description"] == "source: a fake input-only endpoint."
+    assert defs["Middleware"]["properties"]["stamp"] == {"$ref": "#/$defs/StampMiddleware"}
+    assert {"required": ["sink"]} in defs["Endpoint"]["oneOf"]
+    Draft202012Validator.check_schema(schema)
+
+
+def test_a_fresh_copy_each_time() -> None:
+    schema = config_schema()
+    schema["$defs"].clear()
+    assert config_schema()["$defs"]
+
+
+@pytest.mark.usefixtures("fakes")
+def test_editor_validation_with_the_public_schema() -> None:
+    validator = Draft202012Validator(config_schema())
+    good = {"routes": {"r": {"input": {"source": {"queue": "q"}}, "output": {"sink": {}}}}}
+    assert not list(validator.iter_errors(good))
+    assert not list(validator.iter_errors({"both": None}))
+    bad = {"routes": {"r": {"input": {"source": {"queue": "q"}, "sink": {}}}}}
+    assert list(validator.iter_errors(bad))
