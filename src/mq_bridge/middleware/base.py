@@ -8,8 +8,9 @@ A middleware module in `mq_bridge.middleware` is registered by its config name i
     wrap_output(inner, options, context: BuildContext) -> OutputEndpoint  (for outputs)
 
 An endpoint config lists middleware under ``middlewares:``. The list applies in order,
-outermost first: ``[metrics, retry, dlq]`` on an output means a send goes through
-metrics, then retry, then dlq, then the endpoint (see docs/design.md, "Middleware order").
+outermost first: ``[metrics, dlq, retry]`` on an output means a send goes through
+metrics, then dlq, then retry, then the endpoint, so dlq receives what retry gave up on
+(see docs/design.md, "Middleware").
 
 A route's handler runs as part of its output side: handler errors reach output middleware
 as `SendError`s with per-message causes, so `retry` and `dlq` treat a failing handler and
