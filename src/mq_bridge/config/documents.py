@@ -160,7 +160,7 @@ def _yaml_or_none(text: str) -> Any:
 
 def _as_mapping(content: Any, origin: str) -> dict[str, Any]:
     where = f"{origin}: " if origin else ""
-    if content is None:
+    if content is None or content == {}:
         raise ConfigError(f"{where}the config is empty")
     if not isinstance(content, dict):
         raise ConfigError(f"{where}a config must be a mapping, got {type(content).__name__}")

@@ -125,8 +125,9 @@ class FileConfig(_FileConfigRequired, total=False):
     delete: bool
     group_id: str
     read_from_tail: bool
-    fsync: Literal["off", "batch", "periodic"]
+    fsync: Literal["off", "batch", "periodic", "always"]
     fsync_interval_ms: Union[int, None]
+    linger_ms: Union[int, None]
 
 
 class _LimiterMiddlewareRequired(TypedDict):

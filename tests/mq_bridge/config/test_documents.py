@@ -157,6 +157,7 @@ def test_route_where_an_endpoint_is_expected_and_back() -> None:
     ("text", "expected"),
     [
         ("", "the config is empty"),
+        ("{}", "the config is empty"),
         ("- a\n- b\n", "a config must be a mapping, got list"),
         ("input: [unclosed", "invalid YAML at line 1"),
         ('{"input": {"memory": }', "invalid JSON at line 1, column 22"),
