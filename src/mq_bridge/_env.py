@@ -25,7 +25,7 @@ GcMode = Literal["default", "count", "off"]
 class RuntimeKnobs:
     """The environment's tuning choices for routes."""
 
-    executor: Executor = "worker"
+    executor: Executor = "direct"
     handler_concurrency: int = 0
     gc_mode: GcMode = "default"
     gc_threshold: int = 100_000
@@ -34,7 +34,7 @@ class RuntimeKnobs:
 def read_knobs() -> RuntimeKnobs:
     """The knobs from the environment; a bad value raises `ConfigError` naming the variable."""
     return RuntimeKnobs(
-        executor=_choice("MQ_BRIDGE_PY_HANDLER_EXECUTOR", ("worker", "direct"), "worker"),  # type: ignore[arg-type]
+        executor=_choice("MQ_BRIDGE_PY_HANDLER_EXECUTOR", ("worker", "direct"), "direct"),  # type: ignore[arg-type]
         handler_concurrency=_count("MQ_BRIDGE_PY_HANDLER_CONCURRENCY", os.cpu_count() or 1),
         gc_mode=_choice("MQ_BRIDGE_PY_GC_MODE", ("default", "count", "off"), "default"),  # type: ignore[arg-type]
         gc_threshold=_count("MQ_BRIDGE_PY_GC_THRESHOLD", 100_000),
