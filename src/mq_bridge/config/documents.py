@@ -101,10 +101,10 @@ def section_entries(document: Document, section: str) -> dict[str, Any]:
         key = unknown[0]
         hint = did_you_mean(key, SECTIONS) or f"; expected {', '.join(SECTIONS)}"
         raise ConfigError(f"unknown section{hint}", path=key)
-    entries = content.get(section)
-    if entries is None:
+    if section not in content:
         present = ", ".join(key + ":" for key in content)
         raise ConfigError(f"the document has no {section}: section (it has {present})")
+    entries = content[section] if content[section] is not None else {}
     if not isinstance(entries, dict):
         raise ConfigError(f"must map names to {section}, got {entries!r}", path=section)
     return entries
