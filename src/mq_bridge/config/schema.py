@@ -124,7 +124,14 @@ def _load(registry: dict[str, str], kind: str, roles: tuple[str, str]) -> dict[s
     suffix = "Config" if kind == "endpoint" else "Middleware"
     plugins = {}
     for name, module_path in sorted(registry.items()):
-        module = importlib.import_module(module_path)
+        try:
+            module = importlib.import_module(module_path)
+        except ImportError as error:
+            # A driver must be imported inside build functions; an import failure here is
+            # a bug in the module, so name it rather than let a bare ImportError escape.
+            raise ImportError(
+                f"{kind} '{name}' ({module_path}) failed to import: {error}"
+            ) from error
         title = getattr(module, "SCHEMA", {}).get("title")
         plugins[name] = Plugin(
             kind=kind,
@@ -193,6 +200,11 @@ def _assemble(endpoint_plugins: dict[str, Plugin], middleware_plugins: dict[str,
         "Middleware": _middleware_schema(middleware_plugins),
     }
     for plugin in [*endpoint_plugins.values(), *middleware_plugins.values()]:
+        if plugin.def_name in defs:
+            raise ValueError(
+                f"{plugin.kind} '{plugin.name}' would define $defs/{plugin.def_name} twice; "
+                "give its SCHEMA a distinct 'title'"
+            )
         defs[plugin.def_name] = _plugin_def(plugin)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

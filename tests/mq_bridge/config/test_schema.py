@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import types
 
 import pytest
 from jsonschema import Draft202012Validator
@@ -81,3 +83,22 @@ def test_editor_validation_with_the_public_schema() -> None:
     assert not list(validator.iter_errors({"both": None}))
     bad = {"routes": {"r": {"input": {"source": {"queue": "q"}, "sink": {}}}}}
     assert list(validator.iter_errors(bad))
+
+
+def test_a_module_that_fails_to_import_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(ENDPOINT_MODULES, "ghost", "mq_bridge.endpoints.no_such_module")
+    with pytest.raises(
+        ImportError, match=r"endpoint 'ghost' \(mq_bridge.endpoints.no_such_module\)"
+    ):
+        config_schema()
+
+
+@pytest.mark.usefixtures("fakes")
+def test_two_modules_may_not_claim_the_same_def_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    twin = types.ModuleType("fake_twin")
+    twin.SCHEMA = {"title": "SourceConfig", "type": "object"}  # type: ignore[attr-defined]
+    twin.build_output = lambda options, context: None  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "fake_twin", twin)
+    monkeypatch.setitem(ENDPOINT_MODULES, "twin", "fake_twin")
+    with pytest.raises(ValueError, match=r"endpoint 'twin' would define \$defs/SourceConfig twice"):
+        config_schema()
