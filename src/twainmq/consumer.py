@@ -1,0 +1,249 @@
+"""The consumer: reads the partitions assigned to it, fairly, without a group.
+
+``poll()`` hands out messages from a ready list that is refilled, when it runs dry, with one
+chunk from every assigned partition that has new data, interleaved one message per partition
+in turn. So a poll that finds a message costs an index and a list lookup, and no syscall.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from itertools import chain, zip_longest
+from typing import Any
+
+from .errors import ClosedError, InvalidOptionError, InvalidPartitionError, OffsetOutOfRangeError
+from .lookup import log_start, offset_for_timestamp
+from .message import Message
+from .reader import PartitionReader
+from .topic import OpenTopic
+
+START_FROM = ("start", "now")
+DEFAULT_FETCH_BYTES = 64 * 1024
+_MAX_IDLE_SLEEP = 0.005
+
+
+class Consumer:
+    """Reads a topic's messages in offset order per partition.
+
+    Created by ``Twain.consumer(topic, start_from=...)``. Without a group it reads every
+    partition; ``assign()`` replaces the partitions it reads and where it reads them from.
+    """
+
+    def __init__(
+        self, topic: OpenTopic, start_from: str = "start", fetch_bytes: int = DEFAULT_FETCH_BYTES
+    ) -> None:
+        if start_from not in START_FROM:
+            raise InvalidOptionError(f'start_from must be "start" or "now", not {start_from!r}')
+        if type(fetch_bytes) is not int or fetch_bytes < 1024:
+            raise InvalidOptionError(f"fetch_bytes {fetch_bytes!r} must be an integer >= 1024")
+        self._topic = topic
+        self._fetch_bytes = fetch_bytes
+        self._readers: dict[int, PartitionReader] = {}
+        self._order: list[PartitionReader] = []
+        self._ready: list[Message] = []
+        self._next = 0
+        self._ready_len = 0
+        self._turn = 0
+        self._closed = False
+        if start_from == "now":
+            self.assign(topic.end_offsets())
+        else:
+            self.assign({p: 0 for p in range(topic.partitions)})
+
+    @property
+    def topic(self) -> str:
+        """The topic's name."""
+        return self._topic.name
+
+    def poll(self, timeout: float | None = None) -> Message | None:
+        """Return the next message, or None if there is none (after waiting ``timeout`` s)."""
+        i = self._next
+        if i < self._ready_len:
+            self._next = i + 1
+            return self._ready[i]
+        return self._poll_slow(timeout)
+
+    def _poll_slow(self, timeout: float | None) -> Message | None:
+        self._check_open()
+        if self._refill():
+            return self.poll()
+        if not timeout:
+            if timeout is not None and timeout < 0:
+                raise InvalidOptionError(f"timeout {timeout!r} must be >= 0")
+            return None
+        deadline = time.monotonic() + timeout
+        pause = 0.0002
+        while (remaining := deadline - time.monotonic()) > 0:
+            time.sleep(min(pause, remaining))
+            pause = min(pause * 2, _MAX_IDLE_SLEEP)
+            if self._refill():
+                return self.poll()
+        return None
+
+    def poll_many(self, n: int = 10, timeout: float | None = None) -> list[Message]:
+        """Return up to ``n`` messages; waits up to ``timeout`` s only for the first one."""
+        first = self.poll(timeout)
+        if first is None:
+            return []
+        batch = [first]
+        while len(batch) < n:
+            start, stop = self._next, min(self._ready_len, self._next + n - len(batch))
+            if start >= stop and not self._refill():
+                break
+            start, stop = self._next, min(self._ready_len, self._next + n - len(batch))
+            batch.extend(self._ready[start:stop])
+            self._next = stop
+        return batch
+
+    def __iter__(self) -> Iterator[Message]:
+        """Yield messages until none is waiting."""
+        while (message := self.poll()) is not None:
+            yield message
+
+    def _refill(self) -> bool:
+        """Fetch a chunk from each partition with new data; False if none had any."""
+        order = self._order
+        if not order:
+            return False
+        self._turn = (self._turn + 1) % len(order)
+        chunks = [
+            chunk
+            for reader in chain(order[self._turn :], order[: self._turn])
+            if (chunk := reader.fetch(self._fetch_bytes))
+        ]
+        if not chunks:
+            return False
+        if len(chunks) == 1:
+            self._ready = chunks[0]
+        else:
+            self._ready = [m for row in zip_longest(*chunks) for m in row if m is not None]
+        self._next = 0
+        self._ready_len = len(self._ready)
+        return True
+
+    def assign(self, positions: Mapping[int, int]) -> None:
+        """Read exactly the partitions in ``positions`` (partition -> next offset to read).
+
+        Offsets older than what retention kept move up to the oldest kept offset.
+        """
+        self._check_open()
+        checked = {
+            self._topic.check_partition(p): self._check_offset(p, o) for p, o in positions.items()
+        }
+        for partition in set(self._readers) - set(checked):
+            self._readers.pop(partition).close()
+        for partition, offset in sorted(checked.items()):
+            reader = self._readers.get(partition)
+            if reader is None:
+                log = self._topic.log(partition)
+                reader = PartitionReader(log, self._topic.key_type, self._topic.registry)
+                self._readers[partition] = reader
+            reader.seek(offset)
+        self._order = [self._readers[p] for p in sorted(self._readers)]
+        self._drop_ready()
+
+    def assignment(self) -> list[int]:
+        """The partitions this consumer reads, sorted."""
+        return sorted(self._readers)
+
+    def seek(self, partition: int, offset: int) -> None:
+        """Read ``partition`` from ``offset`` next (``end_offsets()[partition]`` = the end)."""
+        self._check_open()
+        reader = self._assigned(partition)
+        reader.seek(self._check_offset(partition, offset))
+        self._drop_ready(partition)
+
+    def seek_to_timestamp(self, when: datetime | float) -> dict[int, int]:
+        """Seek every assigned partition to its first message written at or after ``when``.
+
+        ``when`` is an aware datetime or seconds since the epoch. Returns the new positions.
+        """
+        offsets = self.offsets_for_timestamp(when)
+        for partition, offset in offsets.items():
+            self.seek(partition, offset)
+        return offsets
+
+    def offsets_for_timestamp(self, when: datetime | float) -> dict[int, int]:
+        """Partition -> first offset written at or after ``when`` (the end offset if none)."""
+        stamp = when.timestamp() if isinstance(when, datetime) else float(when)
+        stamp_us = round(stamp * 1_000_000)
+        return {
+            p: offset_for_timestamp(r.log.directory, stamp_us, r.log.head())
+            for p, r in self._readers.items()
+        }
+
+    def position(self, partition: int) -> int:
+        """The offset of the next message ``poll()`` returns from ``partition``."""
+        reader = self._assigned(partition)
+        for i in range(self._next, self._ready_len):
+            if self._ready[i].partition == partition:
+                return self._ready[i].offset
+        return reader.next_offset
+
+    def end_offsets(self) -> dict[int, int]:
+        """Partition -> the offset the next message written there gets (every partition)."""
+        self._check_open()
+        return self._topic.end_offsets()
+
+    def beginning_offsets(self) -> dict[int, int]:
+        """Partition -> the oldest offset still kept (every partition)."""
+        self._check_open()
+        logs = [self._topic.log(p) for p in range(self._topic.partitions)]
+        return {log.partition: log_start(log.directory, log.head()) for log in logs}
+
+    def close(self) -> None:
+        """Release files; further calls raise ClosedError. Closing twice is harmless."""
+        if self._closed:
+            return
+        self._closed = True
+        self._drop_ready()
+        for reader in self._readers.values():
+            reader.close()
+        self._readers.clear()
+        self._order = []
+        self._topic.close()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"partitions={self.assignment()}"
+        return f"<Consumer topic={self.topic!r} {state}>"
+
+    def _assigned(self, partition: int) -> PartitionReader:
+        reader = self._readers.get(partition)
+        if reader is None:
+            self._topic.check_partition(partition)
+            raise InvalidPartitionError(
+                f"partition {partition} of topic {self.topic!r} is not assigned to this consumer "
+                f"(assigned: {self.assignment()})"
+            )
+        return reader
+
+    def _check_offset(self, partition: int, offset: Any) -> int:
+        end = self._topic.log(partition).end_offset()
+        if type(offset) is not int or not 0 <= offset <= end:
+            raise OffsetOutOfRangeError(
+                f"offset {offset!r} is outside partition {partition} of topic {self.topic!r} "
+                f"(0 .. {end})"
+            )
+        return offset
+
+    def _drop_ready(self, partition: int | None = None) -> None:
+        """Forget fetched messages not yet returned (all, or one partition's)."""
+        if partition is None:
+            self._ready = []
+        else:
+            rest = self._ready[self._next : self._ready_len]
+            self._ready = [m for m in rest if m.partition != partition]
+        self._next = 0
+        self._ready_len = len(self._ready)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"consumer of topic {self.topic!r} is closed")

@@ -1,0 +1,151 @@
+"""The on-disk binary formats: records, index entries and the partition head. Pure: no I/O.
+
+Record (one message), little-endian, ``HEADER_SIZE`` = 18 bytes before the key::
+
+    0        4        8                16   17   18          18+K
+    +--------+--------+----------------+----+----+-----------+------------------+
+    | length |  crc   |  timestamp_us  |tag |  K |    key    |     payload      |
+    |  u32   |  u32   |      i64       | u8 | u8 |  K bytes  |  length-10-K B   |
+    +--------+--------+----------------+----+----+-----------+------------------+
+             |<---------------------- length bytes --------------------------->|
+                      |<---------------- covered by crc (zlib crc32) --------->|
+
+``length`` counts the bytes after the length field (crc .. end of payload), so a record takes
+``4 + length`` bytes. ``tag`` is the payload type (TAG_BYTES, TAG_TEXT, TAG_DATACLASS).
+Offsets are not stored: a record's offset is its segment's base offset (the file name) plus
+its index in the segment. Records follow each other with no padding.
+
+Index entry (sparse; one per ``index_interval_bytes`` of segment), 16 bytes::
+
+    | relative offset u32 | position u32 | timestamp_us i64 |
+
+Partition head (the ``head`` file, memory-mapped and updated under the partition lock)::
+
+    | magic "TWHEAD01" | segment_base i64 | end_position i64 | next_offset i64 |
+    | index_bytes i64  | next_index_position i64 |
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+TAG_BYTES = 0
+TAG_TEXT = 1
+TAG_DATACLASS = 2
+TAGS = (TAG_BYTES, TAG_TEXT, TAG_DATACLASS)
+
+LENGTH_AND_CRC = struct.Struct("<II")
+TIMESTAMP_TAG_KEYLEN = struct.Struct("<qBB")
+HEADER = struct.Struct("<IIqBB")
+HEADER_SIZE = HEADER.size
+#: Bytes of a record that are not key or payload.
+OVERHEAD = HEADER_SIZE
+#: Bytes counted by ``length`` besides key and payload (crc, timestamp, tag, key length).
+LENGTH_OVERHEAD = HEADER_SIZE - 4
+#: Upper bound on ``length`` used to tell a garbage length from a real one.
+MAX_LENGTH = 1 << 30
+
+INDEX_ENTRY = struct.Struct("<IIq")
+HEAD = struct.Struct("<8sqqqqq")
+HEAD_MAGIC = b"TWHEAD01"
+
+RawRecord = tuple[int, int, bytes, bytes]
+"""(timestamp_us, tag, key, payload) as read from a buffer."""
+
+
+class CorruptRecord(Exception):
+    """A complete record in a buffer fails its checks; ``position`` is its first byte."""
+
+    def __init__(self, position: int, reason: str) -> None:
+        super().__init__(f"byte {position}: {reason}")
+        self.position = position
+        self.reason = reason
+
+
+def encode_record(timestamp_us: int, tag: int, key: bytes, payload: bytes) -> bytes:
+    """Return the bytes of one record."""
+    covered_tail = TIMESTAMP_TAG_KEYLEN.pack(timestamp_us, tag, len(key)) + key + payload
+    crc = zlib.crc32(covered_tail)
+    return LENGTH_AND_CRC.pack(len(covered_tail) + 4, crc) + covered_tail
+
+
+def record_size(key_length: int, payload_length: int) -> int:
+    """Return the bytes a record with this key and payload takes on disk."""
+    return HEADER_SIZE + key_length + payload_length
+
+
+def read_records(
+    buf: bytes, start: int, end: int, limit: int = 1 << 62
+) -> tuple[list[RawRecord], int]:
+    """Decode up to ``limit`` whole records of ``buf[start:end]``.
+
+    Returns the records and the position after the last one. Stops early (without error) at a
+    record that is not wholly inside ``end``: the caller decides whether that is a torn tail or
+    a short read. Raises CorruptRecord for a whole record with a bad length, tag or CRC.
+    """
+    records: list[RawRecord] = []
+    append = records.append
+    unpack = HEADER.unpack_from
+    crc32 = zlib.crc32
+    view = memoryview(buf)
+    pos = start
+    while pos + HEADER_SIZE <= end and len(records) < limit:
+        length, crc, timestamp_us, tag, key_length = unpack(buf, pos)
+        stop = pos + 4 + length
+        if stop > end:
+            check_length(length, key_length, pos)
+            break
+        if crc32(view[pos + 8 : stop]) != crc:
+            check_length(length, key_length, pos)
+            raise CorruptRecord(pos, "CRC mismatch")
+        if tag > TAG_DATACLASS:
+            raise CorruptRecord(pos, f"unknown payload tag {tag}")
+        key_start = pos + HEADER_SIZE
+        append(
+            (
+                timestamp_us,
+                tag,
+                buf[key_start : key_start + key_length],
+                buf[key_start + key_length : stop],
+            )
+        )
+        pos = stop
+    return records, pos
+
+
+def check_length(length: int, key_length: int, position: int) -> None:
+    """Raise CorruptRecord if a record's length field cannot be a real length."""
+    if length < LENGTH_OVERHEAD + key_length or length > MAX_LENGTH:
+        raise CorruptRecord(position, f"impossible record length {length}")
+
+
+def record_boundaries(buf: bytes, start: int, end: int) -> list[tuple[int, int]]:
+    """Return ``(position, timestamp_us)`` of each whole, valid record in ``buf[start:end]``.
+
+    Stops at the first incomplete or invalid record (recovery and index rebuilding use the
+    returned end to find where valid data stops).
+    """
+    found: list[tuple[int, int]] = []
+    unpack = HEADER.unpack_from
+    pos = start
+    while pos + HEADER_SIZE <= end:
+        length, crc, timestamp_us, tag, key_length = unpack(buf, pos)
+        stop = pos + 4 + length
+        bad_length = length < LENGTH_OVERHEAD + key_length or length > MAX_LENGTH
+        if bad_length or stop > end or tag > TAG_DATACLASS:
+            break
+        if zlib.crc32(memoryview(buf)[pos + 8 : stop]) != crc:
+            break
+        found.append((pos, timestamp_us))
+        pos = stop
+    return found
+
+
+def records_end(buf: bytes, start: int, boundaries: list[tuple[int, int]]) -> int:
+    """Return the position after the last record in ``boundaries`` (``start`` if none)."""
+    if not boundaries:
+        return start
+    last = boundaries[-1][0]
+    (length,) = struct.unpack_from("<I", buf, last)
+    return int(last + 4 + length)

@@ -1,0 +1,186 @@
+"""One partition on disk: its head, its lock, and appending records.
+
+Locking and durability (see docs/design.md, "Storage engine"):
+
+- The ``head`` file of a partition is both its lock (``flock``) and its commit point: a
+  memory-mapped record of (active segment, committed end position, next offset, index state).
+- A writer takes the lock, reads the head, ``pwrite``s its records at the committed end,
+  updates the head, and releases the lock. Bytes past the committed end are never read and
+  are overwritten by the next writer, so a writer killed mid-write leaves nothing visible.
+- Readers take no lock: they read the head from the shared mapping and never read past the
+  committed end.
+- ``fsync="always"`` syncs the segment before the head moves; ``"batch"`` syncs at most every
+  ``batch_interval`` seconds (and on flush/close); ``"never"`` leaves it to the kernel, which is
+  safe against a process crash because the data is in the page cache when the call returns.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+import struct
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from .config import TopicConfig, fsync_directory
+from .encoding import HEAD, HEAD_MAGIC, INDEX_ENTRY
+from .recovery import recover_partition
+from .retention import apply_retention
+from .segments import index_path, segment_path
+
+HEAD_FIELDS = struct.Struct("<qqqqq")  # segment_base, end, next_offset, index_bytes, next_index
+END_AND_NEXT = struct.Struct("<qq")
+_FIELDS_AT = len(HEAD_MAGIC)
+_END_AT = _FIELDS_AT + 8
+FSYNC_MODES = ("never", "batch", "always")
+
+
+class PartitionLog:
+    """The files of one partition, opened for reading and appending."""
+
+    def __init__(self, directory: Path, config: TopicConfig, partition: int) -> None:
+        self.directory = directory
+        self.config = config
+        self.partition = partition
+        directory.mkdir(parents=True, exist_ok=True)
+        self._head_fd = os.open(directory / "head", os.O_RDWR | os.O_CREAT, 0o644)
+        self._ensure_head_size()
+        self._head = mmap.mmap(self._head_fd, mmap.PAGESIZE)
+        self._segment_base = -1
+        self._segment_fd = -1
+        self._index_fd = -1
+        with self.locked():
+            self.recover()
+
+    def _ensure_head_size(self) -> None:
+        if os.fstat(self._head_fd).st_size < mmap.PAGESIZE:
+            with self.locked():
+                if os.fstat(self._head_fd).st_size < mmap.PAGESIZE:
+                    os.ftruncate(self._head_fd, mmap.PAGESIZE)
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the partition's exclusive lock (shared by every process)."""
+        fcntl.flock(self._head_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._head_fd, fcntl.LOCK_UN)
+
+    def recover(self) -> None:
+        """Cut back a torn tail, rebuild missing indexes, refresh the head. Hold the lock."""
+        head = recover_partition(self.directory, self.config, self.read_head_if_valid())
+        self._head[: HEAD.size] = HEAD.pack(HEAD_MAGIC, *head)
+        apply_retention(self.directory, self.config, head[0])
+
+    def read_head_if_valid(self) -> tuple[int, int, int, int, int] | None:
+        """Return the head fields, or None if the head was never written."""
+        if self._head[:_FIELDS_AT] != HEAD_MAGIC:
+            return None
+        return HEAD_FIELDS.unpack_from(self._head, _FIELDS_AT)
+
+    def head(self) -> tuple[int, int, int]:
+        """Return (active segment base, committed end position, next offset), lock-free."""
+        base, end, next_offset, _, _ = HEAD_FIELDS.unpack_from(self._head, _FIELDS_AT)
+        return base, end, next_offset
+
+    def end_offset(self) -> int:
+        """Return the offset the next record will get (lock-free)."""
+        return int(HEAD_FIELDS.unpack_from(self._head, _FIELDS_AT)[2])
+
+    def append(
+        self, data: bytes, positions: list[int], timestamp_us: int, sync: bool, durable_roll: bool
+    ) -> int:
+        """Append whole records ``data`` (record starts at ``positions`` within it).
+
+        ``sync`` syncs the segment before the head moves; ``durable_roll`` syncs a segment
+        being sealed. Returns the offset of the first record. Takes and releases the lock.
+        """
+        fcntl.flock(self._head_fd, fcntl.LOCK_EX)
+        try:
+            base, end, next_offset, _, next_index = HEAD_FIELDS.unpack_from(self._head, _FIELDS_AT)
+            if end and end + len(data) > self.config.segment_bytes:
+                base, end, _, next_index = self._roll(next_offset, end, durable_roll)
+            if base != self._segment_base:
+                self._open_segment(base)
+            os.pwrite(self._segment_fd, data, end)
+            if end + positions[-1] >= next_index:
+                self._add_index_entries(base, end, next_offset, positions, timestamp_us)
+            if sync:
+                os.fdatasync(self._segment_fd)
+            END_AND_NEXT.pack_into(
+                self._head, _END_AT, end + len(data), next_offset + len(positions)
+            )
+            return int(next_offset)
+        finally:
+            fcntl.flock(self._head_fd, fcntl.LOCK_UN)
+
+    def _add_index_entries(
+        self, base: int, end: int, first: int, positions: list[int], timestamp_us: int
+    ) -> None:
+        _, _, _, index_bytes, due = HEAD_FIELDS.unpack_from(self._head, _FIELDS_AT)
+        entries = []
+        for number, position in enumerate(positions):
+            if end + position >= due:
+                entries.append(
+                    INDEX_ENTRY.pack(first - base + number, end + position, timestamp_us)
+                )
+                due = end + position + self.config.index_interval_bytes
+        os.pwrite(self._index_fd, b"".join(entries), index_bytes)
+        struct.pack_into("<qq", self._head, _END_AT + 16, index_bytes + 16 * len(entries), due)
+
+    def _open_segment(self, base: int) -> None:
+        self.close_files()
+        self._segment_fd = os.open(
+            segment_path(self.directory, base), os.O_RDWR | os.O_CREAT, 0o644
+        )
+        self._index_fd = os.open(index_path(self.directory, base), os.O_RDWR | os.O_CREAT, 0o644)
+        self._segment_base = base
+
+    def _roll(self, next_offset: int, end: int, sync: bool) -> tuple[int, int, int, int]:
+        """Seal the active segment at its committed end and start segment ``next_offset``."""
+        old_base = HEAD_FIELDS.unpack_from(self._head, _FIELDS_AT)[0]
+        if old_base != self._segment_base:
+            self._open_segment(old_base)
+        # Bytes past the committed end were never acknowledged; a sealed segment has none,
+        # so readers may read sealed segments to end of file.
+        os.ftruncate(self._segment_fd, end)
+        if sync:
+            os.fsync(self._segment_fd)
+        self._open_segment(next_offset)
+        os.ftruncate(self._segment_fd, 0)
+        os.ftruncate(self._index_fd, 0)
+        if sync:
+            fsync_directory(self.directory)
+        HEAD_FIELDS.pack_into(self._head, _FIELDS_AT, next_offset, 0, next_offset, 0, 0)
+        apply_retention(self.directory, self.config, next_offset)
+        return next_offset, 0, 0, 0
+
+    def sync(self) -> None:
+        """Flush this process's writes to the partition's active segment to disk."""
+        if self._segment_fd >= 0:
+            os.fdatasync(self._segment_fd)
+
+    def close_files(self) -> None:
+        """Close the segment and index files (the head stays open)."""
+        for fd in (self._segment_fd, self._index_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._segment_fd = self._index_fd = -1
+        self._segment_base = -1
+
+    def close(self) -> None:
+        """Close every file of this partition."""
+        self.close_files()
+        if self._head_fd >= 0:
+            self._head.close()
+            os.close(self._head_fd)
+            self._head_fd = -1
+
+
+def now_us() -> int:
+    """Microseconds since the epoch (record timestamps)."""
+    return time.time_ns() // 1000

@@ -1,0 +1,146 @@
+"""Message payloads: ``str`` (UTF-8), ``bytes`` (as is) and registered dataclasses (JSON).
+
+A dataclass payload is stored as ``u8 name length | type name (UTF-8) | JSON object``. The type
+name is the class's ``__message_type__`` attribute if it has one, else its ``__name__``. Decoding
+looks the name up in the registry at read time, so a class may be registered at any moment
+before its messages are read. Nested dataclasses, ``list``/``tuple``/``dict`` and ``Optional``
+fields are rebuilt from their type hints. Never pickle: JSON cannot run code on the reader.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from typing import Any
+
+from .encoding import TAG_BYTES, TAG_DATACLASS, TAG_TEXT
+from .errors import (
+    MessageTypeConflictError,
+    MessageTypeError,
+    TopicCorruptError,
+    UnregisteredMessageTypeError,
+)
+
+
+def message_type_name(cls: type) -> str:
+    """Return the name a dataclass is registered and stored under."""
+    return str(getattr(cls, "__message_type__", cls.__name__))
+
+
+class MessageTypeRegistry:
+    """Dataclass types known to one ``Twain``: type name -> class."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, type] = {}
+
+    def register(self, cls: type) -> None:
+        """Register ``cls``; registering the same class twice is harmless."""
+        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+            raise MessageTypeError(f"{cls!r} is not a dataclass type")
+        name = message_type_name(cls)
+        if len(name.encode("utf-8")) > 255:
+            raise MessageTypeError(f"message type name {name!r} is longer than 255 bytes")
+        known = self._by_name.get(name)
+        if known is not None and known is not cls:
+            raise MessageTypeConflictError(
+                f"message type {name!r} is already registered to {known.__module__}."
+                f"{known.__qualname__}"
+            )
+        self._by_name[name] = cls
+
+    def lookup(self, name: str) -> type:
+        """Return the class registered under ``name``."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise UnregisteredMessageTypeError(
+                f"message type {name!r} is not registered: call register_msg_cls({name}) first"
+            ) from None
+
+    def names(self) -> list[str]:
+        """Return the registered type names, sorted."""
+        return sorted(self._by_name)
+
+
+def encode_payload(
+    message: object, registry: MessageTypeRegistry, declared: frozenset[str]
+) -> tuple[int, bytes]:
+    """Return ``(tag, payload bytes)`` for a message.
+
+    ``declared`` is the topic's list of dataclass type names; when not empty, other
+    dataclass types are refused.
+    """
+    if isinstance(message, str):
+        return TAG_TEXT, message.encode("utf-8")
+    if isinstance(message, (bytes, bytearray, memoryview)):
+        return TAG_BYTES, bytes(message)
+    if dataclasses.is_dataclass(message) and not isinstance(message, type):
+        return TAG_DATACLASS, _encode_dataclass(message, registry, declared)
+    raise MessageTypeError(
+        f"message {message!r:.80} is a {type(message).__name__}: "
+        "send str, bytes or a registered dataclass instance"
+    )
+
+
+def _encode_dataclass(
+    message: Any, registry: MessageTypeRegistry, declared: frozenset[str]
+) -> bytes:
+    fields = dataclasses.asdict(message)
+    name = message_type_name(type(message))
+    if registry.lookup(name) is not type(message):
+        raise UnregisteredMessageTypeError(
+            f"message type {name!r} is registered to another class than {type(message)!r}"
+        )
+    if declared and name not in declared:
+        raise UnregisteredMessageTypeError(
+            f"message type {name!r} is not one of this topic's types {sorted(declared)}"
+        )
+    name_bytes = name.encode("utf-8")
+    body = json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
+    return bytes([len(name_bytes)]) + name_bytes + body.encode("utf-8")
+
+
+def decode_dataclass(payload: bytes, registry: MessageTypeRegistry, where: str) -> object:
+    """Rebuild a dataclass instance from its stored payload."""
+    name_length = payload[0]
+    name = payload[1 : 1 + name_length].decode("utf-8")
+    cls = registry.lookup(name)
+    try:
+        data = json.loads(payload[1 + name_length :])
+    except ValueError as exc:
+        raise TopicCorruptError(where, 0, f"dataclass {name} payload is not JSON: {exc}") from None
+    return from_json_value(cls, data)
+
+
+def from_json_value(hint: Any, value: Any) -> Any:
+    """Convert a JSON value back to the type ``hint`` describes (dataclasses, containers)."""
+    if value is None:
+        return None
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        hints = typing.get_type_hints(hint)
+        fields = {f.name for f in dataclasses.fields(hint) if f.init}
+        kwargs = {k: from_json_value(hints.get(k, Any), v) for k, v in value.items() if k in fields}
+        return hint(**kwargs)
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return _from_union(args, value)
+    if origin in (list, set, frozenset) and args:
+        return origin(from_json_value(args[0], item) for item in value)
+    if origin is tuple and args:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(from_json_value(args[0], item) for item in value)
+        return tuple(from_json_value(a, item) for a, item in zip(args, value))
+    if origin is dict and len(args) == 2:
+        return {k: from_json_value(args[1], v) for k, v in value.items()}
+    return value
+
+
+def _from_union(args: tuple[Any, ...], value: Any) -> Any:
+    for arg in args:
+        if isinstance(arg, type) and dataclasses.is_dataclass(arg) and isinstance(value, dict):
+            return from_json_value(arg, value)
+    non_none = [a for a in args if a is not type(None)]
+    return from_json_value(non_none[0], value) if len(non_none) == 1 else value

@@ -1,0 +1,127 @@
+"""Reading one partition in order, in large chunks, lock-free.
+
+A reader never reads past the committed end published in the partition head, so it never
+sees a record a writer has not finished. When its segment has been sealed (the head names a
+newer one) it reads that segment to its end, then moves to the segment that starts at its
+next offset.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .encoding import HEADER, TAG_TEXT, CorruptRecord, check_length, read_records
+from .errors import TopicCorruptError
+from .keys import KeyType
+from .lookup import locate
+from .message import Message
+from .partition import PartitionLog
+from .payloads import MessageTypeRegistry
+from .segments import segment_path
+
+
+class PartitionReader:
+    """Sequential reader of one partition; ``next_offset`` is the next offset it will read."""
+
+    def __init__(self, log: PartitionLog, key_type: KeyType, registry: MessageTypeRegistry) -> None:
+        self.log = log
+        self.partition = log.partition
+        self.next_offset = 0
+        self._key_type = key_type
+        self._registry = registry
+        self._fd = -1
+        self._base = -1
+        self._position = 0
+        self._sealed_size = -1
+
+    def seek(self, offset: int) -> None:
+        """Read from ``offset`` next (moved up to the oldest kept offset if it is older)."""
+        base, position, actual = locate(self.log.directory, offset, self.log.head())
+        self._open(base)
+        self._position = position
+        self.next_offset = actual
+
+    def _open(self, base: int) -> None:
+        if base != self._base:
+            self.close()
+            self._fd = os.open(segment_path(self.log.directory, base), os.O_RDONLY)
+            self._base = base
+            self._sealed_size = -1
+
+    def fetch(self, max_bytes: int) -> list[Message]:
+        """Return the next messages (up to about ``max_bytes`` of records); [] if none."""
+        active_base, committed_end, _ = self.log.head()
+        if self._base == active_base:
+            limit = committed_end
+        else:
+            if self._sealed_size < 0:
+                self._sealed_size = os.fstat(self._fd).st_size
+            limit = self._sealed_size
+        if self._position >= limit:
+            if self._base == active_base:
+                return []
+            sealed = (self._base, self._position)
+            self.seek(self.next_offset)
+            if (self._base, self._position) == sealed:
+                return []
+            return self.fetch(max_bytes)
+        data = os.pread(self._fd, min(limit - self._position, max_bytes), self._position)
+        return self._decode(data, limit)
+
+    def _decode(self, data: bytes, limit: int) -> list[Message]:
+        try:
+            records, stop = read_records(data, 0, len(data))
+        except CorruptRecord as exc:
+            raise self._corrupt(exc.position, exc.reason) from None
+        if not records:
+            data = self._read_one_large_record(data, limit)
+            records, stop = read_records(data, 0, len(data))
+        first, partition, key_type, registry = (
+            self.next_offset,
+            self.partition,
+            self._key_type,
+            self._registry,
+        )
+        try:
+            messages = [
+                Message(
+                    first + i,
+                    partition,
+                    key,
+                    stamp,
+                    tag,
+                    payload.decode() if tag == TAG_TEXT else payload,
+                    key_type,
+                    registry,
+                )
+                for i, (stamp, tag, key, payload) in enumerate(records)
+            ]
+        except UnicodeDecodeError as exc:
+            raise self._corrupt(0, f"text payload is not UTF-8: {exc}") from None
+        self._position += stop
+        self.next_offset += len(messages)
+        return messages
+
+    def _read_one_large_record(self, data: bytes, limit: int) -> bytes:
+        """The chunk held no whole record: read the first record whole (it is large)."""
+        if len(data) < HEADER.size:
+            raise self._corrupt(0, "committed data ends inside a record header")
+        length, _, _, _, key_length = HEADER.unpack_from(data, 0)
+        try:
+            check_length(length, key_length, 0)
+        except CorruptRecord as exc:
+            raise self._corrupt(0, exc.reason) from None
+        if self._position + 4 + length > limit:
+            raise self._corrupt(0, "record runs past the committed end of the segment")
+        return os.pread(self._fd, 4 + length, self._position)
+
+    def _corrupt(self, relative: int, reason: str) -> TopicCorruptError:
+        path = segment_path(self.log.directory, self._base)
+        return TopicCorruptError(path, self._position + relative, reason)
+
+    def close(self) -> None:
+        """Close the segment file (the reader can seek again afterwards)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd = -1
+        self._base = -1

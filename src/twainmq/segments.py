@@ -1,0 +1,122 @@
+"""Segment and index files of one partition directory.
+
+    <root>/<topic>/<partition>/
+        head                          partition head (see encoding.py), also the lock file
+        00000000000000000000.log      segment: records, named by the offset of its first record
+        00000000000000000000.idx      sparse index of that segment (rebuilt when missing)
+        00000000000000081920.log      next segment after a roll
+        ...
+
+Functions here read and scan files; they take no locks (the caller holds what it needs).
+"""
+
+from __future__ import annotations
+
+import os
+from bisect import bisect_right
+from pathlib import Path
+
+from .encoding import HEADER_SIZE, INDEX_ENTRY, MAX_LENGTH, record_boundaries, records_end
+
+SEGMENT_SUFFIX = ".log"
+INDEX_SUFFIX = ".idx"
+SCAN_CHUNK = 4 * 1024 * 1024
+
+IndexEntry = tuple[int, int, int]
+"""(offset relative to the segment base, byte position, timestamp_us)."""
+
+
+def segment_path(directory: Path, base: int) -> Path:
+    """Return the path of the segment whose first offset is ``base``."""
+    return directory / f"{base:020d}{SEGMENT_SUFFIX}"
+
+
+def index_path(directory: Path, base: int) -> Path:
+    """Return the path of the sparse index of segment ``base``."""
+    return directory / f"{base:020d}{INDEX_SUFFIX}"
+
+
+def list_segments(directory: Path) -> list[int]:
+    """Return the base offsets of the segments in ``directory``, oldest first."""
+    bases = []
+    for name in os.listdir(directory):
+        stem, suffix = name[:-4], name[-4:]
+        if suffix == SEGMENT_SUFFIX and len(stem) == 20 and stem.isdigit():
+            bases.append(int(stem))
+    return sorted(bases)
+
+
+def read_index(path: Path) -> list[IndexEntry]:
+    """Return the whole entries of an index file ([] if it is missing)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    usable = len(data) - len(data) % INDEX_ENTRY.size
+    return [entry for entry in INDEX_ENTRY.iter_unpack(data[:usable])]
+
+
+def scan_valid(fd: int, start: int, limit: int | None = None) -> list[tuple[int, int]]:
+    """Return ``(position, timestamp_us)`` of the valid records from ``start`` on.
+
+    Reads from ``fd`` in large chunks and stops at end of file, at ``limit`` or at the first
+    record that is incomplete or fails its checks.
+    """
+    found: list[tuple[int, int]] = []
+    pos = start
+    want = SCAN_CHUNK
+    while limit is None or pos < limit:
+        size = want if limit is None else min(want, limit - pos)
+        data = os.pread(fd, size, pos)
+        if len(data) < HEADER_SIZE:
+            break
+        batch = record_boundaries(data, 0, len(data))
+        if not batch:
+            needed = _record_length(data)
+            if needed is None or needed <= len(data) or len(data) < size:
+                break
+            want = needed
+            continue
+        found.extend((pos + p, ts) for p, ts in batch)
+        pos += records_end(data, 0, batch)
+        want = SCAN_CHUNK
+    return found
+
+
+def _record_length(data: bytes) -> int | None:
+    length = int.from_bytes(data[:4], "little")
+    return None if length > MAX_LENGTH else length + 4
+
+
+def end_of(fd: int, found: list[tuple[int, int]], start: int) -> int:
+    """Return the position after the last record in ``found`` (``start`` if none)."""
+    if not found:
+        return start
+    last = found[-1][0]
+    length = int.from_bytes(os.pread(fd, 4, last), "little")
+    return last + 4 + length
+
+
+def build_index(found: list[tuple[int, int]], first: int, interval: int) -> list[IndexEntry]:
+    """Return sparse index entries for records ``found`` (the first has relative offset
+    ``first``): one at the first record, then one per ``interval`` bytes."""
+    entries: list[IndexEntry] = []
+    due = 0
+    for number, (position, timestamp_us) in enumerate(found, start=first):
+        if position >= due:
+            entries.append((number, position, timestamp_us))
+            due = position + interval
+    return entries
+
+
+def write_index(path: Path, entries: list[IndexEntry]) -> None:
+    """Replace an index file with ``entries`` (atomically)."""
+    temp = path.with_suffix(".idx.tmp")
+    temp.write_bytes(b"".join(INDEX_ENTRY.pack(*e) for e in entries))
+    os.replace(temp, path)
+
+
+def nearest_entry(entries: list[IndexEntry], relative_offset: int) -> IndexEntry | None:
+    """Return the last entry at or before ``relative_offset`` (None if there is none)."""
+    i = bisect_right([e[0] for e in entries], relative_offset)
+    return entries[i - 1] if i else None
