@@ -1,6 +1,9 @@
 """The ids a deduplication middleware has seen, with the time it saw them, in SQLite.
 
-    seen_ids(key TEXT PRIMARY KEY, seen_at REAL)   -- seen_at: Unix seconds
+    seen_ids(key TEXT PRIMARY KEY, seen_at REAL) WITHOUT ROWID   -- seen_at: Unix seconds
+
+WITHOUT ROWID keeps one B-tree instead of a table plus a key index: about twice as fast to
+insert keys that arrive in random order (caller-given ids, metadata values).
 
 WAL mode with ``synchronous=NORMAL``: a committed id survives a crash of the process (only a
 power loss may forget the last few). Expired ids are purged now and then, not on every
@@ -31,7 +34,8 @@ class SeenIds:
         self._last_purge = 0.0
         with self._lock, self._db:
             self._db.execute(
-                "CREATE TABLE IF NOT EXISTS seen_ids (key TEXT PRIMARY KEY, seen_at REAL NOT NULL)"
+                "CREATE TABLE IF NOT EXISTS seen_ids"
+                " (key TEXT PRIMARY KEY, seen_at REAL NOT NULL) WITHOUT ROWID"
             )
 
     def known(self, keys: list[str]) -> set[str]:

@@ -131,12 +131,17 @@ def _first_unseen(keys: list[str], known: set[str]) -> list[int]:
     return fresh
 
 
+def _id_key(message: Message) -> str:
+    """The message id as 32 hex digits: the same value as `.id`, several times cheaper."""
+    return f"{message.id_int:032x}"
+
+
 def _key_function(key: str | None) -> KeyOf:
     if key in (None, "", "message_id", "id"):
-        return lambda message: message.id
+        return _id_key
     if key.startswith("metadata:") and len(key) > len("metadata:"):
         name = key[len("metadata:") :]
-        return lambda message: message.get(name) or message.id
+        return lambda message: message.get(name) or _id_key(message)
     raise ConfigError(
         f"unknown key {key!r}; use message_id or metadata:<name>", "deduplication.key"
     )

@@ -119,11 +119,17 @@ class RetryOutput(OutputMiddleware):
         self._sleep = WakeableSleep()
 
     def send(self, messages: Sequence[Message]) -> None:
+        first_failures = self._try_send(messages)
+        if first_failures:  # the common case, success, costs one call and no copies
+            self._retry(messages, first_failures)
+
+    def _retry(self, messages: Sequence[Message], failures: Mapping[int, BaseException]) -> None:
         pending = list(range(len(messages)))
         final: dict[int, BaseException] = {}
         attempt = 1
         while True:
-            failures = self._try_send([messages[i] for i in pending])
+            if attempt > 1:
+                failures = self._try_send([messages[i] for i in pending])
             retriable = self._split(pending, failures, final)
             if not retriable:
                 break
@@ -139,7 +145,7 @@ class RetryOutput(OutputMiddleware):
         if final:
             raise SendError(final)
 
-    def _try_send(self, batch: list[Message]) -> dict[int, BaseException]:
+    def _try_send(self, batch: Sequence[Message]) -> Mapping[int, BaseException]:
         """The failures of one attempt, by index in `batch` (empty when all went through)."""
         try:
             self.inner.send(batch)
