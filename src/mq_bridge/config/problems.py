@@ -70,7 +70,26 @@ def _describe(error: ValidationError) -> list[tuple[list[Any], str]]:
     if kind == "required":
         missing = [name for name in expected if name not in instance]
         return [([*path, name], "required option is missing") for name in missing]
+    if kind in ("anyOf", "oneOf") and (branch := _plausible_branch(error)):
+        return [found for sub in branch for found in _describe(sub)]
     return [(path, _message(error, path))]
+
+
+def _plausible_branch(error: ValidationError) -> list[ValidationError]:
+    """The errors of the one alternative whose type fits the value, if only one does.
+
+    ``anyOf: [Endpoint, null]`` given a bad endpoint, or ``oneOf: [string, object]``
+    given a mapping with a typo, then reads like the plain case.
+    """
+    branches: dict[Any, list[ValidationError]] = {}
+    for sub in error.context or []:
+        branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+    fitting = [
+        errors
+        for errors in branches.values()
+        if not any(e.validator == "type" and len(e.relative_path) == 0 for e in errors)
+    ]
+    return fitting[0] if len(fitting) == 1 and len(branches) > 1 else []
 
 
 def _message(error: ValidationError, path: list[Any]) -> str:

@@ -53,6 +53,18 @@ FAKES = {
                 "properties": {
                     "mode": {"enum": ["append", "replace"], "default": "append"},
                     "copies": {"type": "array", "items": {"$ref": "#/$defs/Endpoint"}},
+                    "fallback": {"anyOf": [{"$ref": "#/$defs/Endpoint"}, {"type": "null"}]},
+                    "label": {
+                        "oneOf": [
+                            {"type": "string"},
+                            {
+                                "type": "object",
+                                "properties": {"text": {"type": "string"}},
+                                "required": ["text"],
+                                "additionalProperties": False,
+                            },
+                        ]
+                    },
                 },
                 "additionalProperties": False,
             },

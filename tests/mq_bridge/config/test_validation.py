@@ -203,3 +203,27 @@ def test_other_entries_do_not_block_loading_but_validate_document_finds_them() -
         "consumers.c.sink: the sink endpoint cannot be used as an input (it is output-only)",
     ]
     assert validate_document(("config", {"input": {"both": {}}})) == []
+
+
+def test_alternatives_report_the_branch_that_fits_the_value() -> None:
+    problems = route_problems(
+        {
+            "input": {"both": {}},
+            "output": {"sink": {"fallback": {"bth": {}}, "label": {"txt": "x"}}},
+        }
+    )
+    assert problems == [
+        "routes.orders.output.sink.fallback.bth: unknown endpoint; did you mean 'both'?",
+        "routes.orders.output.sink.label.text: required option is missing",
+        "routes.orders.output.sink.label.txt: unknown option; did you mean 'text'?",
+    ]
+    assert one_problem({"input": {"both": {}}, "output": {"sink": {"label": 5}}}) == (
+        "routes.orders.output.sink.label: must be a string or a mapping, got 5"
+    )
+
+
+def test_an_optional_nested_endpoint_gets_its_defaults() -> None:
+    route = load_route(
+        ("config", {"input": {"both": {}}, "output": {"sink": {"fallback": {"both": {}}}}}), None
+    )
+    assert route["output"]["sink"]["fallback"] == {"both": {}, "middlewares": []}
