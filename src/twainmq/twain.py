@@ -21,6 +21,7 @@ from .config import (
 from .consumer import Consumer
 from .describe import TopicDescription, describe_topic
 from .errors import UnknownTopicError
+from .groups.consumer import join_group
 from .keys import Partitioner
 from .message import Message
 from .payloads import MessageTypeRegistry, message_type_name
@@ -121,9 +122,11 @@ class Twain:
         """A consumer of the topic, reading from ``start_from`` ("start" or "now").
 
         Without ``group`` it reads every partition itself. ``options``: ``fetch_bytes``.
+        With ``group`` it joins that consumer group (see ``twainmq.groups.join_group`` for
+        its options: ``on_assign``, ``on_revoke``, ``session_timeout``).
         """
         if group is not None:
-            raise NotImplementedError("consumer groups are not integrated yet")
+            return join_group(self._open(topic_name), group, start_from, **options)
         return Consumer(self._open(topic_name), start_from, **options)
 
     def end_offsets(self, topic_name: str) -> dict[int, int]:

@@ -12,11 +12,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from twainmq.consumer import Consumer
+from twainmq.errors import InvalidOptionError
 from twainmq.groups.commits import write_commits
 from twainmq.groups.errors import CommitFencedError, PartitionNotOwnedError
 from twainmq.groups.lag import PartitionLag, partition_lags
 from twainmq.groups.layout import GroupPaths
 from twainmq.groups.member import GroupMember, GroupTiming
+from twainmq.topic import OpenTopic
 
 PartitionsCallback = Callable[[list[int]], None]
 START_FROM = ("start", "now")
@@ -56,7 +59,7 @@ class GroupConsumer:
         timing: GroupTiming | None = None,
     ) -> None:
         if start_from not in START_FROM:
-            raise ValueError(f'start_from must be "start" or "now", not {start_from!r}')
+            raise InvalidOptionError(f'start_from must be "start" or "now", not {start_from!r}')
         self._engine = engine
         self._start_from = start_from
         self._on_assign = on_assign
@@ -219,3 +222,39 @@ class GroupConsumer:
     def _require_owned(self, partition: int) -> None:
         if partition not in self._member.owned():
             raise PartitionNotOwnedError(self.group, partition)
+
+
+def join_group(
+    topic: OpenTopic,
+    group: str,
+    start_from: str = "start",
+    *,
+    on_assign: PartitionsCallback | None = None,
+    on_revoke: PartitionsCallback | None = None,
+    session_timeout: float = 10.0,
+    **engine_options: Any,
+) -> GroupConsumer:
+    """Join ``group`` on an opened topic: what ``Twain.consumer(topic, group=...)`` returns.
+
+    ``session_timeout``: seconds without a poll after which a member counts as
+    hung and is expelled. ``engine_options`` go to the engine's Consumer.
+    """
+    root = topic.directory.parent
+    paths = GroupPaths.of(root, topic.name, group)
+    if start_from not in START_FROM:
+        raise InvalidOptionError(f'start_from must be "start" or "now", not {start_from!r}')
+    engine = Consumer(topic, start_from, **engine_options)
+    timing = GroupTiming(session_timeout=_positive("session_timeout", session_timeout))
+    try:
+        return GroupConsumer(
+            engine, paths, topic.partitions, start_from, on_assign, on_revoke, timing
+        )
+    except BaseException:
+        engine.close()
+        raise
+
+
+def _positive(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InvalidOptionError(f"{name} {value!r} must be a number of seconds > 0")
+    return float(value)

@@ -15,12 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-try:
-    from twainmq.errors import TwainMQError
-except ImportError:  # pragma: no cover - TEMPORARY until the engine's errors module lands
-
-    class TwainMQError(Exception):  # type: ignore[no-redef]
-        """Placeholder root."""
+from twainmq.errors import TwainMQError
 
 
 class GroupError(TwainMQError):
