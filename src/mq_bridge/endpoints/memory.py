@@ -25,6 +25,7 @@ Options
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -84,6 +85,8 @@ def _seconds(options: Mapping[str, Any], key: str, default_ms: int) -> float:
 class MemoryInput(InputEndpoint):
     """Reads a memory topic as a queue reader or a broadcast subscriber."""
 
+    acks_in_any_order = True  # an ack only forgets the batch; nothing is cumulative
+
     def __init__(self, topic: MemoryTopic, subscribe: bool) -> None:
         self._topic = topic
         self._subscribe = subscribe
@@ -141,14 +144,16 @@ class MemoryOutput(OutputEndpoint):
         self._request_reply = bool(options.get("request_reply"))
         self._send_timeout = _seconds(options, "send_timeout_ms", 10_000)
         self._request_timeout = _seconds(options, "request_timeout_ms", 30_000)
+        self._closed = False
+        if not self._request_reply:  # the publisher hot path: one call less per message
+            self.send_one = functools.partial(topic.publish_one, timeout=self._send_timeout)  # type: ignore[method-assign]
 
     def send_one(self, message: Message) -> None:
-        if self._request_reply:
-            self.request(message, self._request_timeout)
-        else:
-            self._topic.publish_one(message, self._send_timeout)
+        self.send((message,))
 
     def send(self, messages: Sequence[Message]) -> None:
+        if self._closed:
+            raise ClosedError(f"{self.describe()} output is closed")
         if not self._request_reply:
             self._topic.publish(messages, self._send_timeout)
             return
@@ -162,13 +167,15 @@ class MemoryOutput(OutputEndpoint):
             raise SendError(failures)
 
     def request(self, message: Message, timeout: float | None) -> Message:
+        if self._closed:
+            raise ClosedError(f"{self.describe()} output is closed")
         correlation_id = message.get("correlation_id")
         if correlation_id is None:
             correlation_id = message.id
             message = message.with_metadata(correlation_id=correlation_id)
         started = time.monotonic()
         with expect_reply(correlation_id) as waiter:
-            self._topic.publish_one(message, timeout)
+            self._topic.publish_one(message, self._send_timeout)
             remaining = (
                 None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
             )
@@ -192,6 +199,13 @@ class MemoryOutput(OutputEndpoint):
 
     def describe(self) -> str:
         return f"memory:{self._topic.name}"
+
+    def close(self) -> None:
+        self._closed = True
+        self.send_one = self._send_after_close  # type: ignore[method-assign]
+
+    def _send_after_close(self, message: Message) -> None:
+        raise ClosedError(f"{self.describe()} output is closed")
 
 
 class ReplyTimeoutError(EndpointError, TimeoutError):
