@@ -4,8 +4,13 @@ Features
     - Formats `normal` (JSON envelope with id, metadata, payload; the default), `json`
       (envelope with the payload as a JSON value), `text`, `raw` (payload bytes only), and
       mq-bridge's aliases (`envelope`, `envelope_json`, `envelope_text`, `payload`).
-    - Output: parent directories are created; the file stays open and each `send` batch is
-      one append. `fsync` decides when appended data is forced to disk.
+    - Output: parent directories are created and the file stays open. A batch (`send`,
+      what routes and `send_batch` use) is written with one `write` before `send` returns,
+      so a route acks its source only once the records are in the file. Single sends
+      (`Publisher.send`) are buffered for at most `linger_ms` (or 64 KiB) and written
+      together: after a `kill -9` the last few milliseconds of single sends may be missing
+      unless `flush()` returned, `linger_ms: 0` or `fsync: always` is set. `fsync` decides
+      when written data is forced to disk (a power loss, not a process crash).
     - Input modes: `consume` (from the start; `exhausted` turns true once everything up to
       the end of the file has been handed out), `subscribe` (tail from the end),
       `group_subscribe` (from the group's stored progress; `ack` saves it atomically).
@@ -26,9 +31,13 @@ Options
                       Rewrites the file: only safe when nothing else appends meanwhile.
     group_id          input (group_subscribe): names the progress file <path>.<group_id>.offset
     read_from_tail    input (group_subscribe): with no stored progress, start at the end
-    fsync             output: off (default; the OS flushes) | batch (before `send` returns)
-                      | periodic (at most every fsync_interval_ms, and on flush/close)
+    fsync             output: off (default; the OS flushes) | batch (every write of a batch
+                      or of the buffer) | periodic (at most every fsync_interval_ms, and on
+                      flush/close) | always (every send, single ones too, written and synced
+                      before it returns; the slowest)
     fsync_interval_ms output: for `periodic` (default 1000)
+    linger_ms         output: how long single sends may wait in the buffer (default 5; 0 =
+                      write each before returning)
 """
 
 from __future__ import annotations
@@ -38,13 +47,14 @@ import os
 import re
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mq_bridge.endpoints.base import BuildContext, OutputEndpoint
-from mq_bridge.endpoints.file_formats import FORMATS, encode_records, format_name
+from mq_bridge.endpoints.file_formats import FORMATS, encode_record, encode_records, format_name
 from mq_bridge.endpoints.file_reader import FileInput
 from mq_bridge.errors import ClosedError, ConfigError, EndpointError, SendError
 from mq_bridge.message import Message
@@ -52,6 +62,8 @@ from mq_bridge.message import Message
 __all__ = ["SCHEMA", "FileInput", "FileOptions", "FileOutput", "build_input", "build_output"]
 
 log = logging.getLogger(__name__)
+
+_BUFFER_LIMIT = 1 << 16  # buffered bytes that trigger a write without waiting for linger
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -67,8 +79,9 @@ SCHEMA: dict[str, Any] = {
         "delete": {"type": "boolean", "default": False},
         "group_id": {"type": "string", "pattern": "^[A-Za-z0-9._-]+$"},
         "read_from_tail": {"type": "boolean", "default": False},
-        "fsync": {"enum": ["off", "batch", "periodic"], "default": "off"},
+        "fsync": {"enum": ["off", "batch", "periodic", "always"], "default": "off"},
         "fsync_interval_ms": {"type": ["integer", "null"], "minimum": 0},
+        "linger_ms": {"type": ["integer", "null"], "minimum": 0},
     },
     "required": ["path"],
     "additionalProperties": False,
@@ -88,6 +101,7 @@ class FileOptions:
     read_from_tail: bool = False
     fsync: str = "off"
     fsync_interval: float = 1.0
+    linger: float = 0.005
 
     @classmethod
     def parse(cls, options: Mapping[str, Any]) -> FileOptions:
@@ -108,6 +122,7 @@ class FileOptions:
                 "`delete` works with consume and subscribe, not group_subscribe", path="file.delete"
             )
         interval_ms = options.get("fsync_interval_ms")
+        linger_ms = options.get("linger_ms")
         return cls(
             path=Path(path).expanduser(),
             format=_parse_format(options.get("format") or "normal"),
@@ -118,6 +133,7 @@ class FileOptions:
             read_from_tail=bool(options.get("read_from_tail")),
             fsync=options.get("fsync") or "off",
             fsync_interval=(1000 if interval_ms is None else interval_ms) / 1000,
+            linger=(5 if linger_ms is None else linger_ms) / 1000,
         )
 
 
@@ -144,95 +160,195 @@ def parse_delimiter(value: str | None) -> bytes:
 
 
 class FileOutput(OutputEndpoint):
-    """Appends records to a file it keeps open; one write per `send` batch."""
+    """Appends records to a file it keeps open (see `Appender` for when bytes reach it)."""
 
     def __init__(self, options: FileOptions) -> None:
         self._options = options
-        self._fd: int | None = None
+        self._appender: Appender | None = None
         self._closed = False
-        self._lock = threading.Lock()
-        self._last_sync = time.monotonic()
-        self._unsynced = False
 
     def connect(self) -> None:
-        if self._fd is not None:
+        if self._appender is not None:
             return
         if self._closed:
             raise ClosedError(f"{self.describe()} is closed")
-        path = self._options.path
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        except OSError as error:
-            raise EndpointError(f"cannot open {path} for appending: {error}") from error
-        self._terminate_torn_tail()
-
-    def _terminate_torn_tail(self) -> None:
-        """End a fragment left by a crashed writer, so our first record starts a line."""
-        delimiter = self._options.delimiter
-        with open(self._options.path, "rb") as file:
-            size = file.seek(0, os.SEEK_END)
-            if size == 0:
-                return
-            file.seek(max(0, size - len(delimiter)))
-            if file.read() == delimiter:
-                return
-        log.warning("%s ends without a delimiter; terminating that last record", self.describe())
-        self._write(delimiter)
+        self._appender = Appender(self._options)
+        # Flushes what single sends left buffered if the publisher is collected or the
+        # interpreter exits without `close()` (the appender, not self, is referenced).
+        weakref.finalize(self, self._appender.close)
 
     def send(self, messages: Sequence[Message]) -> None:
+        """Write the batch (after anything buffered) before returning: a route acks after."""
         data, failures = encode_records(messages, self._options.format, self._options.delimiter)
-        if data:
-            with self._lock:
-                self._write(data)
-                self._sync_after_send()
+        self._open().write_through(data)
         if failures:
             raise SendError(failures)
 
-    def _write(self, data: bytes) -> None:
-        fd = self._fd
-        if fd is None:
+    def send_one(self, message: Message) -> None:
+        """One message: buffered for at most `linger_ms` unless linger is 0 or fsync always."""
+        options = self._options
+        self._open().append(encode_record(message, options.format, options.delimiter))
+
+    def _open(self) -> Appender:
+        appender = self._appender
+        if appender is None:
             raise ClosedError(f"{self.describe()} is closed" if self._closed else "not connected")
-        written = os.write(fd, data)
-        if written < len(data):  # rare (disk full, signals): finish the record
-            view = memoryview(data)[written:]
-            while view:
-                view = view[os.write(fd, view) :]
-        self._unsynced = True
-
-    def _sync_after_send(self) -> None:
-        policy = self._options.fsync
-        due = time.monotonic() - self._last_sync >= self._options.fsync_interval
-        if policy == "batch" or (policy == "periodic" and due):
-            self._sync()
-
-    def _sync(self) -> None:
-        if self._fd is not None and self._unsynced:
-            os.fsync(self._fd)
-            self._unsynced = False
-        self._last_sync = time.monotonic()
+        return appender
 
     def flush(self) -> None:
-        """Appends are unbuffered; with `fsync` other than off, force them to disk."""
-        with self._lock:
-            if self._options.fsync != "off":
-                self._sync()
+        """Write everything buffered (and fsync it unless `fsync` is off)."""
+        if self._appender is not None:
+            self._appender.flush()
 
     def describe(self) -> str:
         return f"file:{self._options.path}"
 
     def close(self) -> None:
+        appender, self._appender = self._appender, None
+        self._closed = True
+        if appender is not None:
+            appender.close()
+
+
+class Appender:
+    """The open file, the records single sends buffered, and the thread that writes them.
+
+    Single sends (`append`) are collected for at most `linger_ms` or `_BUFFER_LIMIT`
+    bytes and written with one `write` call: that is what makes one-message-at-a-time
+    publishing fast. A batch (`write_through`) goes out with whatever is buffered before
+    it returns. A failed background write is raised by the next call.
+    """
+
+    def __init__(self, options: FileOptions) -> None:
+        self._options = options
+        self._lock = threading.Lock()
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._error: BaseException | None = None
+        self._unsynced = False
+        self._last_sync = time.monotonic()
+        self._buffered = options.linger > 0 and options.fsync != "always"
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._fd = _open_for_append(options.path, options.delimiter)
+        if self._buffered:
+            threading.Thread(
+                target=self._flush_periodically, name="file-appender", daemon=True
+            ).start()
+
+    def append(self, record: bytes) -> None:
+        """Add one record; written now when unbuffered or when the buffer is full."""
         with self._lock:
-            if self._fd is None:
-                self._closed = True
+            self._check()
+            if not self._buffered:
+                self._write(record)
+                return
+            self._pending.append(record)
+            self._pending_bytes += len(record)
+            if self._pending_bytes >= _BUFFER_LIMIT:
+                self._write(b"")
+            elif len(self._pending) == 1:
+                self._wake.set()
+
+    def write_through(self, data: bytes) -> None:
+        """Write what is buffered and then `data`, before returning."""
+        with self._lock:
+            self._check()
+            if data or self._pending:
+                self._write(data)
+
+    def flush(self) -> None:
+        """Write what is buffered and, unless fsync is off, force it to disk."""
+        with self._lock:
+            self._check()
+            if self._pending:
+                self._write(b"")
+            if self._options.fsync != "off":
+                self._sync()
+
+    def close(self) -> None:
+        """Flush and close the file. Idempotent; safe from a finalizer."""
+        self._stopped.set()
+        self._wake.set()
+        with self._lock:
+            if self._fd < 0:
                 return
             try:
+                if self._pending and self._error is None:
+                    self._write(b"")
                 if self._options.fsync != "off":
                     self._sync()
             finally:
                 os.close(self._fd)
-                self._fd = None
-                self._closed = True
+                self._fd = -1
+
+    def _check(self) -> None:
+        if self._fd < 0:
+            raise ClosedError(f"file:{self._options.path} is closed")
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise EndpointError(f"an earlier buffered write failed: {error}") from error
+
+    def _write(self, data: bytes) -> None:
+        """Write pending records plus `data` (lock held), then fsync as the policy says."""
+        if self._pending:
+            self._pending.append(data)
+            data = b"".join(self._pending)
+            self._pending = []
+            self._pending_bytes = 0
+        _write_all(self._fd, data)
+        self._unsynced = True
+        policy = self._options.fsync
+        if policy == "off":
+            return
+        due = time.monotonic() - self._last_sync >= self._options.fsync_interval
+        if policy != "periodic" or due:
+            self._sync()
+
+    def _sync(self) -> None:
+        if self._unsynced:
+            os.fsync(self._fd)
+            self._unsynced = False
+        self._last_sync = time.monotonic()
+
+    def _flush_periodically(self) -> None:
+        linger = self._options.linger
+        while not self._stopped.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            if self._stopped.wait(linger):
+                return
+            with self._lock:
+                if self._pending and self._fd >= 0:
+                    try:
+                        self._write(b"")
+                    except OSError as error:
+                        self._error = error
+                        self._pending = []
+                        self._pending_bytes = 0
+
+
+def _open_for_append(path: Path, delimiter: bytes) -> int:
+    """Open (creating parents) for appending; end a torn last record left by a crash."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as error:
+        raise EndpointError(f"cannot open {path} for appending: {error}") from error
+    size = os.fstat(fd).st_size
+    if size and os.pread(fd, len(delimiter), max(0, size - len(delimiter))) != delimiter:
+        # Without this, our first record would glue onto the fragment and both be lost.
+        log.warning("file:%s ends without a delimiter; terminating that last record", path)
+        _write_all(fd, delimiter)
+    return fd
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    written = os.write(fd, data)
+    if written < len(data):  # rare (disk full, signals): finish the record
+        view = memoryview(data)[written:]
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 def build_output(options: Mapping[str, Any], context: BuildContext) -> FileOutput:

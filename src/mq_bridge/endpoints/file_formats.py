@@ -30,13 +30,32 @@ from __future__ import annotations
 
 import binascii
 import json
-from collections.abc import Sequence
-from json.encoder import encode_basestring, encode_basestring_ascii
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mq_bridge.message import Message, normalize_message_id
 
-__all__ = ["FORMATS", "DecodeResult", "decode_records", "encode_records", "format_name"]
+_fast_loads: Callable[[bytes], Any]
+_fast_dumps: Callable[[Any], bytes]
+try:
+    import orjson  # a dependency; the stdlib fallback keeps odd platforms going
+
+    _fast_loads, _fast_dumps = orjson.loads, orjson.dumps
+except ImportError:  # pragma: no cover
+    _fast_loads = json.loads
+
+    def _fast_dumps(value: Any) -> bytes:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+__all__ = [
+    "FORMATS",
+    "DecodeResult",
+    "decode_records",
+    "encode_record",
+    "encode_records",
+    "format_name",
+]
 
 #: Config names, with mq-bridge's aliases, mapped to the format they mean.
 FORMATS: dict[str, str] = {
@@ -50,7 +69,6 @@ FORMATS: dict[str, str] = {
     "payload": "raw",
 }
 
-_json_loads = json.loads
 _trusted = Message._trusted
 
 
@@ -87,60 +105,60 @@ def encode_records(
     return delimiter.join(records), failures
 
 
+def encode_record(message: Message, fmt: str, delimiter: bytes) -> bytes:
+    """One message's record followed by the delimiter; ValueError when it cannot be framed."""
+    record = message._payload if fmt == "raw" else _ENVELOPE_ENCODERS[fmt](message)
+    if delimiter in record:
+        raise ValueError(
+            f"message {message.id}: its {fmt} record contains the delimiter {delimiter!r}"
+        )
+    return record + delimiter
+
+
 def _raw_record(message: Message) -> bytes:
     return message.payload
 
 
 def _uuid_text(value: int) -> str:
-    digits = f"{value:032x}"
+    digits = value.to_bytes(16, "big").hex()
     return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
 
 
-def _metadata_field(message: Message) -> str:
-    metadata = message._metadata
-    if not metadata:
-        return ""
-    pairs = ",".join(
-        f"{encode_basestring_ascii(key)}:{encode_basestring_ascii(value)}"
-        for key, value in metadata.items()
-    )
-    return f',"metadata":{{{pairs}}}'
+def _base64(payload: bytes) -> str:
+    return binascii.b2a_base64(payload, newline=False).decode("ascii")
 
 
-def _text_payload_field(payload: bytes) -> str:
+def _dump(envelope: dict[str, Any]) -> bytes:
     try:
-        text = payload.decode("utf-8")
-    except UnicodeDecodeError:
-        return _base64_payload_field(payload)
-    return f'"payload":{encode_basestring(text)}'
-
-
-def _base64_payload_field(payload: bytes) -> str:
-    return f'"payload_base64":"{binascii.b2a_base64(payload, newline=False).decode("ascii")}"'
-
-
-def _json_payload_field(payload: bytes) -> str:
-    try:
-        value = _json_loads(payload)
-    except ValueError:  # also UnicodeDecodeError
-        return _base64_payload_field(payload)
-    return '"payload":' + json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return _fast_dumps(envelope)
+    except (TypeError, ValueError):  # e.g. a lone surrogate in metadata: escape it instead
+        return json.dumps(envelope, separators=(",", ":")).encode()
 
 
 def _text_envelope(message: Message) -> bytes:
-    return (
-        f'{{"message_id":"{_uuid_text(message._id)}",'
-        f"{_text_payload_field(message._payload)}{_metadata_field(message)}}}"
-    ).encode()
+    envelope: dict[str, Any] = {"message_id": _uuid_text(message._id)}
+    try:
+        envelope["payload"] = message._payload.decode()
+    except UnicodeDecodeError:
+        envelope["payload_base64"] = _base64(message._payload)
+    if message._metadata:
+        envelope["metadata"] = message._metadata
+    return _dump(envelope)
 
 
 def _json_envelope(message: Message) -> bytes:
-    head = f'{{"message_id":"{_uuid_text(message._id)}",'
-    tail = f"{_metadata_field(message)}}}"
+    envelope: dict[str, Any] = {"message_id": _uuid_text(message._id)}
     try:
-        return f"{head}{_json_payload_field(message._payload)}{tail}".encode()
-    except UnicodeEncodeError:  # a JSON string with a lone surrogate escape: keep it exact
-        return f"{head}{_base64_payload_field(message._payload)}{tail}".encode()
+        envelope["payload"] = _fast_loads(message._payload)
+    except ValueError:  # not strict JSON text: keep the bytes exact
+        envelope["payload_base64"] = _base64(message._payload)
+    if message._metadata:
+        envelope["metadata"] = message._metadata
+    return _dump(envelope)
+
+
+def _json_payload_bytes(value: Any) -> bytes:
+    return _fast_dumps(value)
 
 
 _ENVELOPE_ENCODERS = {"normal": _text_envelope, "text": _text_envelope, "json": _json_envelope}
@@ -170,12 +188,12 @@ def decode_records(
             [],
         )
     json_payload = fmt == "json"
-    try:
-        envelopes = _json_loads(b"[" + b",".join(records) + b"]")
+    try:  # one parse for the whole run; any surprise falls back to record by record
+        envelopes = _fast_loads(b"[" + b",".join(records) + b"]")
+        if len(envelopes) != len(records):  # a record held more than one JSON value
+            raise ValueError("record count mismatch")
         messages = [_from_envelope(envelope, json_payload) for envelope in envelopes]
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return _decode_one_by_one(records, offsets, json_payload)
-    if len(messages) != len(records):  # a record held more than one JSON value
+    except _DECODE_ERRORS:
         return _decode_one_by_one(records, offsets, json_payload)
     return DecodeResult(messages, [])
 
@@ -187,10 +205,13 @@ def _decode_one_by_one(
     errors: list[tuple[int, str]] = []
     for record, offset in zip(records, offsets):
         try:
-            messages.append(_from_envelope(_json_loads(record), json_payload))
-        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            messages.append(_from_envelope(json.loads(record), json_payload))
+        except _DECODE_ERRORS as error:
             errors.append((offset, f"not a message envelope: {error}"))
     return DecodeResult(messages, errors)
+
+
+_DECODE_ERRORS = (ValueError, TypeError, KeyError, AttributeError)
 
 
 def _from_envelope(envelope: dict[str, Any], json_payload: bool) -> Message:
@@ -211,7 +232,7 @@ def _payload_of(envelope: dict[str, Any], json_payload: bool) -> bytes:
         raise KeyError("no `payload` or `payload_base64`")
     value = envelope["payload"]
     if json_payload:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+        return _json_payload_bytes(value)
     if type(value) is str:
         return value.encode()
     if type(value) is list:

@@ -1,0 +1,129 @@
+"""The `file` endpoint's pure record formats: round trips, framing, tolerant reading."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mq_bridge.endpoints.file_formats import decode_records, encode_record, encode_records
+from mq_bridge.message import Message
+
+ids = st.integers(min_value=0, max_value=(1 << 128) - 1)
+metadata = st.dictionaries(st.text(max_size=8), st.text(max_size=16), max_size=4)
+messages = st.builds(Message, st.binary(max_size=64), metadata, ids)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=10),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def split_records(data: bytes, delimiter: bytes) -> tuple[list[bytes], list[int]]:
+    """Records and their start offsets, as the reader produces them."""
+    records = data.split(delimiter)
+    assert records.pop() == b"", "every record ends with the delimiter"
+    offsets, position = [], 0
+    for record in records:
+        offsets.append(position)
+        position += len(record) + len(delimiter)
+    return records, offsets
+
+
+def round_trip(batch: list[Message], fmt: str, delimiter: bytes = b"\n") -> list[Message]:
+    data, failures = encode_records(batch, fmt, delimiter)
+    assert failures == {}
+    records, offsets = split_records(data, delimiter)
+    result = decode_records(records, offsets, fmt, id_base=0)
+    assert result.errors == []
+    return result.messages
+
+
+@pytest.mark.parametrize("fmt", ["normal", "text"])
+@given(batch=st.lists(messages, max_size=8))
+def test_envelope_formats_round_trip_every_message_exactly(fmt: str, batch: list[Message]) -> None:
+    assert round_trip(batch, fmt) == batch
+
+
+@given(values=st.lists(json_values, max_size=6), meta=metadata, id_value=ids)
+def test_json_format_round_trips_compact_json_payloads(
+    values: list[object], meta: dict[str, str], id_value: int
+) -> None:
+    batch = [Message.from_json(value, meta, id_value) for value in values]
+    decoded = round_trip(batch, "json")
+    assert [m.json() for m in decoded] == values
+    assert [(m.id, m.metadata) for m in decoded] == [(m.id, m.metadata) for m in batch]
+
+
+@given(payload=st.binary(max_size=32))
+def test_json_format_keeps_non_json_payloads_exact(payload: bytes) -> None:
+    message = Message(payload, {"k": "v"})
+    assert round_trip([message], "json") == [message]
+
+
+@given(payloads=st.lists(st.binary(max_size=32).filter(lambda p: b"\x00" not in p), max_size=8))
+def test_raw_format_round_trips_payloads_with_ids_from_offsets(payloads: list[bytes]) -> None:
+    batch = [Message(payload) for payload in payloads]
+    data, _ = encode_records(batch, "raw", b"\x00")
+    records, offsets = split_records(data, b"\x00")
+    decoded = decode_records(records, offsets, "raw", id_base=7 << 64).messages
+    assert [m.payload for m in decoded] == payloads
+    assert [m.id_int for m in decoded] == [(7 << 64) | offset for offset in offsets]
+
+
+def test_a_record_containing_the_delimiter_fails_alone() -> None:
+    good, bad = Message(b"one"), Message(b"two\nlines")
+    data, failures = encode_records([good, bad, good], "raw", b"\n")
+    assert data == b"one\none\n"
+    assert list(failures) == [1]
+    assert "delimiter" in str(failures[1])
+    with pytest.raises(ValueError, match="delimiter"):
+        encode_record(bad, "raw", b"\n")
+
+
+def test_envelopes_never_contain_a_newline_so_any_payload_frames() -> None:
+    message = Message(b"two\nlines\r\n", {"a\nb": "c\n"})
+    record = encode_record(message, "normal", b"\n")
+    assert record.count(b"\n") == 1 and record.endswith(b"\n")
+
+
+def test_multi_byte_delimiters_frame_records() -> None:
+    batch = [Message(b"a|b"), Message(b"c")]
+    assert round_trip(batch, "normal", b"||") == batch
+
+
+def test_reads_envelopes_written_by_mq_bridge_peers() -> None:
+    """Lines as mq-bridge 1.2.0 (text / base64 payload) and 0.3.2 (byte list) write them."""
+    uid = "01a228b9-031b-7ac9-9ddf-e64a78bac5f8"
+    records = [
+        json.dumps({"message_id": uid, "payload": '{"n":1}', "metadata": {"k": "v"}}).encode(),
+        json.dumps({"message_id": uid, "payload_base64": "aGVsbG//"}).encode(),
+        json.dumps({"message_id": uid, "payload": [104, 105]}).encode(),
+    ]
+    decoded = decode_records(records, [0, 1, 2], "normal", 0).messages
+    assert [m.payload for m in decoded] == [b'{"n":1}', b"hello\xff", b"hi"]
+    assert decoded[0].metadata == {"k": "v"} and decoded[0].id == uid
+
+
+def test_undecodable_records_are_reported_with_their_offsets_and_others_kept() -> None:
+    good = encode_record(Message(b"ok"), "normal", b"\n")[:-1]
+    records = [good, b'{"message_id": "x", "payl', b"[1, 2]", b'{"payload": "no id"}', good]
+    result = decode_records(records, [0, 10, 20, 30, 40], "normal", 0)
+    assert [m.payload for m in result.messages] == [b"ok", b"ok"]
+    assert [offset for offset, _ in result.errors] == [10, 20, 30]
+    assert all("envelope" in reason for _, reason in result.errors)
+
+
+def test_metadata_must_be_strings() -> None:
+    record = b'{"message_id": "0x1", "payload": "p", "metadata": {"n": 1}}'
+    result = decode_records([record], [0], "normal", 0)
+    assert result.messages == [] and "metadata" in result.errors[0][1]
+
+
+def test_metadata_with_lone_surrogates_round_trips() -> None:
+    message = Message(b"p", {"k": "\ud800"})
+    assert round_trip([message], "normal") == [message]
