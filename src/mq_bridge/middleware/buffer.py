@@ -72,8 +72,10 @@ class _Group:
             output.send(self.messages)
         except SendError as error:
             self.failures = error.failures
-        except Exception as error:
+        except BaseException as error:
             self.failures = dict.fromkeys(range(len(self.messages)), error)
+            if not isinstance(error, Exception):
+                raise
 
     def failures_of(self, start: int, count: int) -> dict[int, BaseException]:
         """One sender's failures, indexed into its own batch."""
@@ -122,11 +124,13 @@ class BufferOutput(OutputMiddleware):
         return False
 
     def _send_group(self, group: _Group) -> None:
-        with self._send_lock:
-            group.send_to(self.inner)
-        with self._changed:
-            group.done = True
-            self._changed.notify_all()
+        try:
+            with self._send_lock:
+                group.send_to(self.inner)
+        finally:  # even on KeyboardInterrupt: never leave the other senders waiting forever
+            with self._changed:
+                group.done = True
+                self._changed.notify_all()
 
     def flush(self) -> None:
         with self._changed:
