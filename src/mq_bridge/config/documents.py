@@ -41,6 +41,7 @@ class Document:
 
     @property
     def kind(self) -> Literal["route", "sections", "route_map", "endpoint"]:
+        """Which of the document shapes (see the module docstring) this one is."""
         content = self.content
         if "input" in content:
             return "route"

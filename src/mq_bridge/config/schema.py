@@ -113,6 +113,7 @@ class Plugin:
 
     @property
     def schema(self) -> dict[str, Any]:
+        """The module's ``SCHEMA`` (any object, when a module declares none)."""
         return dict(getattr(self.module, "SCHEMA", {"type": "object"}))
 
 
