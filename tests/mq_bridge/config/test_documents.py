@@ -190,3 +190,24 @@ def test_wrong_source_kinds() -> None:
         load_route(("str", b"input: {}"), None)
     with pytest.raises(ConfigError, match="a config must be a mapping"):
         load_route(("config", ["input"]), None)
+
+
+def test_a_config_written_for_mq_bridge_1_2_loads() -> None:
+    peer_style = """
+orders:
+  description: orders to the audit log
+  input:
+    memory: {url: "memory://orders", capacity: 100, enable_nack: true}
+  output:
+    null: null
+  batch_size: 1
+  concurrency: 4
+  commit_concurrency_limit: 64
+  startup_timeout_ms: 1000
+  reconnect_interval_ms: 100
+  empty_batch_delay_ms: 0
+"""
+    route = load_route(("str", peer_style), "orders")
+    assert route["input"]["memory"]["url"] == "memory://orders"
+    assert route["output"]["middlewares"] == []
+    assert (route["batch_size"], route["concurrency"]) == (1, 4)
