@@ -23,6 +23,7 @@ The store may be shared by several routes of one process (one connection per pat
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -96,6 +97,7 @@ class DeduplicationInput(InputMiddleware):
         self.acks = OrderedAcks(inner)
 
     def receive(self, max_messages: int, timeout: float | None) -> Batch:
+        ends = None if timeout is None else time.monotonic() + timeout
         while True:
             batch = self.inner.receive(max_messages, timeout)
             if not batch:
@@ -108,7 +110,8 @@ class DeduplicationInput(InputMiddleware):
             # Only duplicates: done with them already. Keep reading rather than hand out
             # an empty batch nobody would acknowledge.
             self.acks.done(self.acks.handed_out(batch))
-            timeout = 0
+            if ends is not None:
+                timeout = max(0.0, ends - time.monotonic())
 
     def ack(self, batch: Batch) -> None:
         entry, keys = batch.token

@@ -39,6 +39,7 @@ Options::
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -112,6 +113,8 @@ class WeakJoinInput(InputMiddleware):
         self._ready: list[Ready] = []
         self._unsettled: dict[Pending, int] = {}  # messages of a batch not yet acked
         self._interrupted = False
+        # receive runs on the route's thread, acks may come from handler workers
+        self._lock = threading.Lock()
 
     @property
     def acks_in_any_order(self) -> bool:  # type: ignore[override]
@@ -124,13 +127,15 @@ class WeakJoinInput(InputMiddleware):
     def receive(self, max_messages: int, timeout: float | None) -> Batch:
         ends = None if timeout is None else time.monotonic() + timeout
         while True:
-            self._expire(time.monotonic())
-            if self._ready:
-                return self._hand_out(max_messages)
-            wait, until_group = self._wait(ends)
+            with self._lock:
+                self._expire(time.monotonic())
+                if self._ready:
+                    return self._hand_out(max_messages)
+                wait, until_group = self._wait(ends)
             batch = self.inner.receive(max_messages, wait)
             if batch:
-                self._take(batch)
+                with self._lock:
+                    self._take(batch)
             elif not until_group or self.inner.exhausted or self._interrupted:
                 # The caller's time is up, the receive was interrupted, or a bounded source
                 # has nothing more: the caller comes back, and open groups expire then.
@@ -203,17 +208,19 @@ class WeakJoinInput(InputMiddleware):
                 self.acks.done(pending)
 
     def ack(self, batch: Batch) -> None:
-        for sources in batch.token:
-            self._settle(sources)
+        with self._lock:
+            for sources in batch.token:
+                self._settle(sources)
 
     def nack(self, batch: Batch) -> None:
         failed = {pending for sources in batch.token for pending in sources}
-        for pending in failed:
-            if self._unsettled.pop(pending, None) is not None:
-                self.acks.failed(pending)
-        for key, group in list(self._groups.items()):
-            if not group.drop_sources(failed):
-                del self._groups[key]
+        with self._lock:
+            for pending in failed:
+                if self._unsettled.pop(pending, None) is not None:
+                    self.acks.failed(pending)
+            for key, group in list(self._groups.items()):
+                if not group.drop_sources(failed):
+                    del self._groups[key]
 
 
 def _rule_from(options: Mapping[str, Any]) -> JoinRule:
