@@ -16,8 +16,8 @@ files are readable by either)::
 ``metadata`` is left out when empty. `normal` and `text` are byte-exact for every payload;
 `json` is byte-exact for compact JSON (what ``send_json`` writes) and keeps the meaning of
 any other JSON (whitespace may change); a payload that is not JSON goes to
-``payload_base64``. On reading, ``payload`` as a list of byte values (mq-bridge-py 0.3.2
-files) is accepted too.
+``payload_base64``. Reading `normal`/`text` also accepts a ``payload`` that is a list of
+byte values (mq-bridge-py 0.3.2 files) or any other JSON value (a `json` file).
 
 `raw` writes the payload bytes alone. Its records carry no id, so a record's id is derived
 from where it lies: ``id_base | byte offset`` (stable across restarts, for deduplication).
@@ -236,8 +236,11 @@ def _payload_of(envelope: dict[str, Any], json_payload: bool) -> bytes:
     if type(value) is str:
         return value.encode()
     if type(value) is list:
-        return bytes(value)
-    raise TypeError("`payload` must be a string (or a list of byte values)")
+        try:
+            return bytes(value)  # mq-bridge-py 0.3.2 writes bytes as a list of numbers
+        except (TypeError, ValueError):
+            pass
+    return _json_payload_bytes(value)  # a `json` format file read as `normal`
 
 
 def _id_of(value: Any) -> int:

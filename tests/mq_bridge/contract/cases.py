@@ -43,9 +43,24 @@ def memory_url_case(tmp_path: Path) -> ContractCase:
     return ContractCase({"memory": {"url": topic}}, {"memory": {"url": topic, "capacity": 0}})
 
 
+def file_consume_delete_case(tmp_path: Path) -> ContractCase:
+    """consume mode forgets progress on restart unless acked records are deleted."""
+    path = str(tmp_path / "contract" / "log.jsonl")
+    reader = {"file": {"path": path, "mode": "consume", "delete": True}}
+    return ContractCase({"file": {"path": path}}, reader, bounded=True)
+
+
+def file_group_case(tmp_path: Path) -> ContractCase:
+    path = str(tmp_path / "contract.log")
+    reader = {"file": {"path": path, "format": "json", "mode": "group_subscribe", "group_id": "g"}}
+    return ContractCase({"file": {"path": path, "format": "json"}}, reader)
+
+
 CASES: dict[str, Callable[[Path], ContractCase]] = {
     "memory": memory_case,
     "memory-url": memory_url_case,
+    "file-consume-delete": file_consume_delete_case,
+    "file-group": file_group_case,
 }
 
 MARKS: dict[str, list[pytest.MarkDecorator]] = {}
