@@ -1,0 +1,3 @@
+"""Fixtures shared by the runtime tests."""
+
+from tests.mq_bridge.runtime.scripted import scripted  # noqa: F401 - a fixture
