@@ -204,7 +204,7 @@ class RetryMiddleware(TypedDict, total=False):
     last attempt they fail for good (a dlq listed before it receives them).
     """
 
-    #: Sends in all, the first one included.
+    #: Sends in all, the first one included (0 and 1: no retry).
     max_attempts: int
     #: Wait before the second attempt, in milliseconds.
     initial_interval_ms: int

@@ -10,7 +10,7 @@ the attempt count), which a `dlq` listed before this middleware dead-letters.
 Options::
 
     retry:
-      max_attempts: 3           # sends in all, the first one included (>= 1)
+      max_attempts: 3           # sends in all, the first one included (0 or 1: no retry)
       initial_interval_ms: 100  # wait before the second attempt
       max_interval_ms: 5000     # cap of the wait
       multiplier: 2.0           # wait grows by this factor after each attempt
@@ -40,9 +40,9 @@ SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "max_attempts": {
-            "description": "Sends in all, the first one included.",
+            "description": "Sends in all, the first one included (0 and 1: no retry).",
             "type": "integer",
-            "minimum": 1,
+            "minimum": 0,
             "default": 3,
         },
         "initial_interval_ms": {
@@ -197,9 +197,11 @@ def wrap_output(
     """Wrap `inner` so retriable send failures are retried with backoff."""
     _refuse_inner_dlq(inner)
     max_attempts = options.get("max_attempts", 3)
-    if max_attempts < 1:
-        raise ConfigError(f"must be at least 1, got {max_attempts}", "retry.max_attempts")
-    return RetryOutput(inner, max_attempts, _backoff_from(options))
+    if not isinstance(max_attempts, int) or max_attempts < 0:
+        raise ConfigError(
+            f"must be a whole number >= 0, got {max_attempts!r}", "retry.max_attempts"
+        )
+    return RetryOutput(inner, max(1, max_attempts), _backoff_from(options))
 
 
 def _refuse_inner_dlq(inner: OutputEndpoint) -> None:
