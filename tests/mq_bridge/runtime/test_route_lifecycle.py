@@ -1,0 +1,150 @@
+"""Route lifecycle: start/run/stop/join, errors from start(), options and knobs."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+
+import pytest
+
+from mq_bridge import Message, Publisher, Route
+from mq_bridge.errors import ConfigError, EndpointUnavailableError
+from tests.mq_bridge.helpers import read, unique, wait_until
+from tests.mq_bridge.runtime.scripted import Script
+
+
+def simple(**options: object) -> Route:
+    return Route.from_config(
+        {
+            "input": {"memory": {"topic": unique("in")}},
+            "output": {"memory": {"topic": unique("out")}},
+            **options,
+        }
+    )
+
+
+def test_a_second_start_raises_even_after_stop():
+    route = simple()
+    route.start()
+    with pytest.raises(RuntimeError, match="already started"):
+        route.start()
+    route.stop()
+    route.join()
+    with pytest.raises(RuntimeError, match="already started"):
+        route.start()
+
+
+def test_run_blocks_until_stop_is_called_from_another_thread():
+    route = simple()
+    stopped_at: list[float] = []
+
+    def stop_later() -> None:
+        time.sleep(0.1)
+        stopped_at.append(time.monotonic())
+        route.stop()
+
+    threading.Thread(target=stop_later).start()
+    route.run()
+    assert stopped_at and time.monotonic() >= stopped_at[0]
+
+
+def test_config_errors_raise_from_the_constructor_or_start_not_a_background_thread():
+    with pytest.raises(ConfigError, match="capacity"):
+        Route.from_config({"input": {"memory": {"topic": "t", "capacity": -1}}})
+    route = Route.from_config({"input": {"memory": {"url": "ipc://elsewhere"}}})
+    with pytest.raises(ConfigError, match="memory://"):
+        route.start()
+    assert not route.running
+
+
+def test_an_endpoint_that_does_not_connect_in_time_fails_start(scripted):
+    hang = threading.Event()
+    scripted["slow"] = Script([], connect_hangs=hang)
+    route = Route.from_config({"input": {"scripted": {"name": "slow"}}, "startup_timeout_ms": 50})
+    try:
+        with pytest.raises(EndpointUnavailableError, match="startup_timeout_ms=50"):
+            route.start()
+    finally:
+        hang.set()
+
+
+def test_a_bounded_input_ends_the_route_by_itself_after_acking_everything(scripted):
+    script = Script([Message(f"m{i}".encode()) for i in range(10)])
+    scripted["file-like"] = script
+    route = Route.from_config({"input": {"scripted": {"name": "file-like"}}, "batch_size": 3})
+    route.start()
+    route.join()
+    assert len(script.acked) == 10 and script.closes == 1
+
+
+@pytest.mark.parametrize("executor", ["direct", "worker"])
+def test_acks_follow_source_order_with_concurrent_handlers(scripted, monkeypatch, executor):
+    monkeypatch.setenv("MQ_BRIDGE_PY_HANDLER_EXECUTOR", executor)
+    monkeypatch.setenv("MQ_BRIDGE_PY_HANDLER_CONCURRENCY", "2")
+    script = Script([Message(str(i).encode()) for i in range(40)])
+    scripted["ordered"] = script
+
+    def slow_on_odd_batches(message: Message) -> Message:
+        if int(message.payload) % 4 < 2:
+            time.sleep(0.002)
+        return message
+
+    route = Route.from_config(
+        {
+            "input": {"scripted": {"name": "ordered"}},
+            "output": {"null": None},
+            "batch_size": 2,
+            "concurrency": 4,
+            "commit_concurrency_limit": 3,
+        }
+    ).with_handler(slow_on_odd_batches)
+    route.start()
+    route.join()
+    assert [int(m.payload) for m in script.acked] == list(range(40))
+
+
+def test_the_context_manager_starts_and_stops():
+    source, sink = unique("in"), unique("out")
+    config = {"input": {"memory": {"topic": source}}, "output": {"memory": {"topic": sink}}}
+    with Route.from_config(config) as route:
+        assert route.running
+        Publisher.from_config({"memory": {"topic": source}}).send(b"x")
+        assert [m.payload for m in read(sink, 1, 5.0)] == [b"x"]
+    assert not route.running
+
+
+def test_deprecated_constructors_warn(tmp_path):
+    path = tmp_path / "route.yaml"
+    path.write_text("input:\n  memory:\n    topic: t\n")
+    with pytest.warns(DeprecationWarning, match="from_file"):
+        Route.from_yaml(str(path))
+    with pytest.warns(DeprecationWarning, match="from_str"):
+        Route.from_yaml_str(path.read_text())
+
+
+def test_a_bad_knob_value_names_the_variable(monkeypatch):
+    monkeypatch.setenv("MQ_BRIDGE_PY_HANDLER_EXECUTOR", "threads")
+    with pytest.raises(ConfigError, match="MQ_BRIDGE_PY_HANDLER_EXECUTOR"):
+        simple().start()
+
+
+@pytest.mark.parametrize("mode", ["off", "count"])
+def test_gc_modes_disable_automatic_gc_while_routes_run_and_restore_it(monkeypatch, mode):
+    monkeypatch.setenv("MQ_BRIDGE_PY_GC_MODE", mode)
+    monkeypatch.setenv("MQ_BRIDGE_PY_GC_THRESHOLD", "5")
+    assert gc.isenabled()
+    source, sink = unique("in"), unique("out")
+    config = {"input": {"memory": {"topic": source}}, "output": {"memory": {"topic": sink}}}
+    with Route.from_config(config):
+        assert wait_until(lambda: not gc.isenabled(), 5.0)
+        Publisher.from_config({"memory": {"topic": source}}).send_batch([b"1"] * 12)
+        assert len(read(sink, 12, 5.0)) == 12
+    assert gc.isenabled()
+
+
+def test_repr_names_the_route_and_hides_secrets():
+    route = Route.from_config(
+        {"routes": {"orders": {"input": {"memory": {"topic": "t"}}}}}, "orders"
+    )
+    assert "orders" in repr(route) and "new" in repr(route)
