@@ -5,8 +5,8 @@ non-empty batch is held `delay_ms` before it is handed out. The wait is per batc
 message: with ``batch_size: 512`` and ``delay_ms: 100`` a route moves at most 512 messages
 every 100 ms. Use `limiter` to cap a message rate instead.
 
-Closing the output (or interrupting the input) ends a wait at once, so a stopping route is
-not held up.
+Closing the output, interrupting the input or stopping the route ends a wait at once, so a
+stopping route is not held up.
 
 Options::
 
@@ -41,10 +41,12 @@ SCHEMA: dict[str, Any] = {
 class DelayOutput(OutputMiddleware):
     """Waits before each send."""
 
-    def __init__(self, inner: OutputEndpoint, seconds: float) -> None:
+    def __init__(
+        self, inner: OutputEndpoint, seconds: float, sleep: WakeableSleep | None = None
+    ) -> None:
         super().__init__(inner)
         self.seconds = seconds
-        self._sleep = WakeableSleep()
+        self._sleep = sleep or WakeableSleep()
 
     def send(self, messages: Sequence[Message]) -> None:
         self._sleep.sleep(self.seconds)
@@ -88,7 +90,7 @@ def wrap_output(
     inner: OutputEndpoint, options: Mapping[str, Any], context: BuildContext
 ) -> OutputEndpoint:
     """Wrap `inner` so each send waits `delay_ms` first."""
-    return DelayOutput(inner, _seconds(options))
+    return DelayOutput(inner, _seconds(options), WakeableSleep.for_route(context))
 
 
 def wrap_input(

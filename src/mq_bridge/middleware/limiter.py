@@ -64,10 +64,12 @@ class Pacer:
 class LimiterOutput(OutputMiddleware):
     """Waits its turn before each send."""
 
-    def __init__(self, inner: OutputEndpoint, pacer: Pacer) -> None:
+    def __init__(
+        self, inner: OutputEndpoint, pacer: Pacer, sleep: WakeableSleep | None = None
+    ) -> None:
         super().__init__(inner)
         self.pacer = pacer
-        self._sleep = WakeableSleep()
+        self._sleep = sleep or WakeableSleep()
 
     def send(self, messages: Sequence[Message]) -> None:
         self._sleep.sleep(self.pacer.reserve(len(messages)))
@@ -109,7 +111,7 @@ def wrap_output(
     inner: OutputEndpoint, options: Mapping[str, Any], context: BuildContext
 ) -> OutputEndpoint:
     """Wrap `inner` so it sends at most `messages_per_second`."""
-    return LimiterOutput(inner, _pacer(options))
+    return LimiterOutput(inner, _pacer(options), WakeableSleep.for_route(context))
 
 
 def wrap_input(

@@ -112,11 +112,17 @@ class Backoff:
 class RetryOutput(OutputMiddleware):
     """Re-sends the retriably failed messages of a batch until they pass or attempts run out."""
 
-    def __init__(self, inner: OutputEndpoint, max_attempts: int, backoff: Backoff) -> None:
+    def __init__(
+        self,
+        inner: OutputEndpoint,
+        max_attempts: int,
+        backoff: Backoff,
+        sleep: WakeableSleep | None = None,
+    ) -> None:
         super().__init__(inner)
         self.max_attempts = max_attempts
         self.backoff = backoff
-        self._sleep = WakeableSleep()
+        self._sleep = sleep or WakeableSleep()
 
     def send(self, messages: Sequence[Message]) -> None:
         first_failures = self._try_send(messages)
@@ -138,7 +144,7 @@ class RetryOutput(OutputMiddleware):
                     final[index] = RetriesExhaustedError(attempt, error)
                 break
             if not self._sleep.sleep(self.backoff.delay(attempt)):
-                final.update(retriable)  # closing: hand them back still retriable, not lost
+                final.update(retriable)  # stopping: hand them back still retriable, not lost
                 break
             pending = sorted(retriable)
             attempt += 1
@@ -201,7 +207,8 @@ def wrap_output(
         raise ConfigError(
             f"must be a whole number >= 0, got {max_attempts!r}", "retry.max_attempts"
         )
-    return RetryOutput(inner, max(1, max_attempts), _backoff_from(options))
+    backoff = _backoff_from(options)
+    return RetryOutput(inner, max(1, max_attempts), backoff, WakeableSleep.for_route(context))
 
 
 def _refuse_inner_dlq(inner: OutputEndpoint) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import random
+import threading
 
 import pytest
 
@@ -103,3 +104,25 @@ def test_retry_outside_a_dlq_is_refused_with_the_right_order() -> None:
     inner = dlq.wrap_output(ListOutput(), {"endpoint": {"list": "dead"}}, context)
     with pytest.raises(ConfigError, match=r"\[dlq, retry\]"):
         retry.wrap_output(inner, {}, context)
+
+
+def test_the_routes_stop_event_ends_a_backoff_and_hands_messages_back_retriable() -> None:
+    context = context_with({})
+    context.stopping = threading.Event()  # type: ignore[attr-defined]
+    output = ListOutput(lambda m, a: RetryableError("busy"))
+    slow = {"initial_interval_ms": 600_000, "max_interval_ms": 600_000}
+    wrapped = retry.wrap_output(output, slow, context)
+    outcome: list[SendError] = []
+
+    def send() -> None:
+        try:
+            wrapped.send(numbered(1))
+        except SendError as error:
+            outcome.append(error)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    context.stopping.set()  # type: ignore[attr-defined]
+    sender.join(timeout=60)
+    assert not sender.is_alive()
+    assert outcome[0].retriable and output.calls == 1
