@@ -11,6 +11,9 @@ Input and output. Figures go to one process-wide registry, `METRICS`; read them 
             "messages": 1200, "batches": 3, "acked": 1200, "nacked": 0, "failed": 0,
             "latency_ms": {...}}}}}
 
+``failed`` counts, on an output, the messages a send failed (each attempt that reaches this
+middleware); on an input, the receives that raised.
+
 On an output, latency is the time one `send` took (for a route that includes its handler,
 which runs on the output side). On an input, it is the time from handing a batch out to its
 ack or nack: how long the route took to deal with it. Quantiles come from a fixed set of
