@@ -1,0 +1,7 @@
+"""``python -m twainmq``: the same as the ``twainmq`` command."""
+
+import sys
+
+from twainmq.cli import main
+
+sys.exit(main())

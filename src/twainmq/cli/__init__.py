@@ -1,0 +1,73 @@
+"""The ``twainmq`` command: manage topics, produce and consume from a shell.
+
+    twainmq [--root DIR] list | create | describe | delete | produce | consume | groups | demo
+
+The store directory comes from ``--root``, else ``$TWAINMQ_ROOT``, else ``./twain-data``.
+Errors print one line naming what was wrong and exit 1; usage errors exit 2; Ctrl-C exits
+130. No traceback reaches the user (``TWAINMQ_DEBUG=1`` shows one for an internal error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from twainmq.errors import TwainMQError
+
+#: Modules that add subcommands; each has ``add_parsers(subparsers)`` and sets ``run`` on
+#: its parsers via ``set_defaults(run=...)``.
+_COMMAND_MODULES = ("topics", "messages", "demo")
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="twainmq", description="An embedded, durable, partitioned message log."
+    )
+    parser.add_argument(
+        "--root",
+        default=os.environ.get("TWAINMQ_ROOT", "twain-data"),
+        help="the store directory (default: $TWAINMQ_ROOT or ./twain-data)",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    for name in _COMMAND_MODULES:
+        module = importlib.import_module(f"twainmq.cli.{name}")
+        module.add_parsers(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (also used as the console script)."""
+    args = build_parser().parse_args(argv)
+    run: Command = args.run
+    try:
+        return run(args)
+    except TwainMQError as error:
+        return fail(str(error))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # e.g. `twainmq consume t | head`
+        _silence_stdout()
+        return 0
+    except OSError as error:
+        return fail(f"{error.strerror or error}: {error.filename or ''}".rstrip(": "))
+    except Exception as error:  # a bug of ours: one line, the traceback only on request
+        if os.environ.get("TWAINMQ_DEBUG"):
+            raise
+        return fail(f"internal error {type(error).__name__}: {error} (TWAINMQ_DEBUG=1 shows more)")
+
+
+def fail(message: str) -> int:
+    """Print one error line to stderr; return the exit code for errors."""
+    print(f"twainmq: error: {message}", file=sys.stderr)
+    return 1
+
+
+def _silence_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
