@@ -27,10 +27,13 @@ _QUERY_CHUNK = 500  # stay below SQLite's bound-parameter limit
 class SeenIds:
     """A set of keys whose members expire `ttl` seconds after they were added."""
 
-    def __init__(self, connection: sqlite3.Connection, lock: threading.Lock, ttl: float) -> None:
+    def __init__(
+        self, connection: sqlite3.Connection, lock: threading.Lock, ttl: float, private: bool
+    ) -> None:
         self._db = connection
         self._lock = lock
         self.ttl = ttl
+        self._private = private  # an in-memory store nobody else uses: closed with us
         self._last_purge = 0.0
         with self._lock, self._db:
             self._db.execute(
@@ -65,6 +68,12 @@ class SeenIds:
                 self._db.execute("DELETE FROM seen_ids WHERE seen_at < ?", (now - self.ttl,))
                 self._last_purge = now
 
+    def close(self) -> None:
+        """Release an in-memory store (a file store stays open for other users in the process)."""
+        if self._private:
+            with self._lock:
+                self._db.close()
+
 
 _connections: dict[str, tuple[sqlite3.Connection, threading.Lock]] = {}
 _connections_lock = threading.Lock()
@@ -79,7 +88,7 @@ def open_seen_ids(store: str | None, ttl: float) -> SeenIds:
             shared = (_connect(path), threading.Lock())
             if path != ":memory:":
                 _connections[path] = shared
-    return SeenIds(*shared, ttl)
+    return SeenIds(*shared, ttl, private=path == ":memory:")
 
 
 def _store_path(store: str | None) -> str:

@@ -86,6 +86,12 @@ class DeduplicationOutput(OutputMiddleware):
             raise SendError({fresh[p]: e for p, e in error.failures.items()}) from error
         self.seen.add(keys[i] for i in fresh)
 
+    def close(self) -> None:
+        try:
+            self.inner.close()
+        finally:
+            self.seen.close()
+
 
 class DeduplicationInput(InputMiddleware):
     """Hands out only unseen messages; remembers a batch's keys when it is acked."""
@@ -121,6 +127,12 @@ class DeduplicationInput(InputMiddleware):
     def nack(self, batch: Batch) -> None:
         entry, _keys = batch.token
         self.acks.failed(entry)
+
+    def close(self) -> None:
+        try:
+            self.inner.close()
+        finally:
+            self.seen.close()
 
 
 def _first_unseen(keys: list[str], known: set[str]) -> list[int]:
