@@ -1,0 +1,61 @@
+"""The asyncio twin: the same behaviour, without blocking the caller's event loop."""
+
+from __future__ import annotations
+
+import asyncio
+
+from mq_bridge import AsyncConsumer, AsyncPublisher, AsyncRoute, Message
+from tests.mq_bridge.helpers import unique
+
+
+def test_async_publisher_route_and_consumer_work_together():
+    source, sink = unique("in"), unique("out")
+
+    async def handler(message: Message) -> dict:
+        await asyncio.sleep(0)
+        return {"n": message.json()["n"] + 1}
+
+    async def main() -> list[int]:
+        route = AsyncRoute.from_config(
+            {"input": {"memory": {"topic": source}}, "output": {"memory": {"topic": sink}}}
+        ).with_handler(handler)
+        async with route, AsyncPublisher.from_config({"memory": {"topic": source}}) as publisher:
+            for n in range(3):
+                await publisher.send_json({"n": n})
+            await publisher.send_batch([Message(b'{"n": 10}')])
+            async with AsyncConsumer.from_config({"memory": {"topic": sink}}) as consumer:
+                got: list[Message] = []
+                while len(got) < 4:
+                    got += await consumer.poll(max=10, timeout_ms=1000)
+                await consumer.commit()
+                assert consumer.status()["pending"] == 0 and not consumer.exhausted
+        return [m.json()["n"] for m in got]
+
+    assert asyncio.run(main()) == [1, 2, 3, 11]
+
+
+def test_async_request_reply_and_tokens():
+    topic = unique("rpc")
+
+    async def main() -> None:
+        route = AsyncRoute.from_config(
+            {"input": {"memory": {"topic": topic}}, "output": {"response": {}}}
+        ).add_handler("ask", lambda data: {"answer": data["q"] * 2})
+        async with route:
+            publisher = AsyncPublisher.from_config(
+                {"memory": {"topic": topic, "request_reply": True}}
+            )
+            reply = await publisher.request_json({"q": 21}, {"kind": "ask"})
+            assert reply.json() == {"answer": 42}
+            await publisher.aclose()
+        other = unique("tokens")
+        await AsyncPublisher.from_config({"memory": {"topic": other}}).send(b"x")
+        consumer = AsyncConsumer.from_config({"memory": {"topic": other}})
+        messages, token = await consumer.poll_batch(max=5, timeout_ms=500)
+        await consumer.nack(token)
+        messages, token = await consumer.poll_batch(max=5, timeout_ms=500)
+        await consumer.ack(token)
+        assert [m.payload for m in messages] == [b"x"]
+        await consumer.aclose()
+
+    asyncio.run(main())
