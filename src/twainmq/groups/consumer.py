@@ -24,6 +24,7 @@ from twainmq.topic import OpenTopic
 PartitionsCallback = Callable[[list[int]], None]
 START_FROM = ("start", "now")
 _WAIT_SLICE = 0.01  # a waiting poll still notices the group at least this often
+_monotonic = time.monotonic
 
 
 class EngineConsumer(Protocol):
@@ -34,7 +35,7 @@ class EngineConsumer(Protocol):
     def seek(self, partition: int, offset: int) -> None: ...
     def end_offsets(self) -> dict[int, int]: ...
     def poll(self, timeout: float | None = None) -> Any: ...
-    def poll_many(self, n: int = 10) -> list[Any]: ...
+    def poll_many(self, n: int = 10, timeout: float | None = None) -> list[Any]: ...
     def close(self) -> None: ...
 
 
@@ -61,6 +62,7 @@ class GroupConsumer:
         if start_from not in START_FROM:
             raise InvalidOptionError(f'start_from must be "start" or "now", not {start_from!r}')
         self._engine = engine
+        self._engine_poll = engine.poll
         self._start_from = start_from
         self._on_assign = on_assign
         self._on_revoke = on_revoke
@@ -92,25 +94,26 @@ class GroupConsumer:
 
     def poll(self, timeout: float | None = None) -> Any:
         """The next message from an owned partition, or None (waits up to ``timeout`` s)."""
-        if self._member.refresh():
-            self._update_ownership()
-        message = self._engine.poll()
+        if not timeout and _monotonic() < self._member.next_check:
+            return self._engine_poll()  # the hot path: no group work due yet
+        self._notice_group()
+        message = self._engine_poll()
         if message is not None or not timeout:
             return message
-        deadline = time.monotonic() + timeout
-        while (remaining := deadline - time.monotonic()) > 0:
-            if self._member.refresh():
-                self._update_ownership()
-            message = self._engine.poll(timeout=min(remaining, _WAIT_SLICE))
+        deadline = _monotonic() + timeout
+        while (remaining := deadline - _monotonic()) > 0:
+            self._notice_group()
+            message = self._engine_poll(min(remaining, _WAIT_SLICE))
             if message is not None:
                 return message
         return None
 
-    def poll_many(self, n: int = 10) -> list[Any]:
-        """Up to ``n`` messages from owned partitions, without waiting."""
-        if self._member.refresh():
-            self._update_ownership()
-        return self._engine.poll_many(n)
+    def poll_many(self, n: int = 10, timeout: float | None = None) -> list[Any]:
+        """Up to ``n`` messages from owned partitions; waits up to ``timeout`` s for the first."""
+        first = self.poll(timeout)
+        if first is None:
+            return []
+        return [first, *self._engine.poll_many(n - 1)] if n > 1 else [first]
 
     def commit(self, offsets: Mapping[int, int] | None = None) -> None:
         """Record progress: by default the position of every owned partition.
@@ -176,6 +179,10 @@ class GroupConsumer:
             f"<GroupConsumer group={self.group!r} member={self.member_id!r}"
             f" generation={self.generation} partitions={self.assignment()}>"
         )
+
+    def _notice_group(self) -> None:
+        if self._member.refresh():
+            self._update_ownership()
 
     def _update_ownership(self) -> None:
         self._revoke(self._member.revocations())

@@ -54,8 +54,11 @@ class GroupMember:
         self.partitions = partitions
         self.timing = timing or GroupTiming()
         self._on_create = on_create
-        self._next_check = self._next_heartbeat = self._next_liveness = 0.0
+        self.next_check = self._next_heartbeat = self._next_liveness = 0.0
         self._join()
+
+    next_check: float
+    """Monotonic time before which ``refresh()`` does nothing (callers may skip it)."""
 
     def _join(self) -> None:
         self.member_id = new_member_id()
@@ -90,9 +93,9 @@ class GroupMember:
     def refresh(self) -> bool:
         """Notice group changes (cheap; rate limited). True if ownership should be updated."""
         now = time.monotonic()
-        if now < self._next_check:
+        if now < self.next_check:
             return False
-        self._next_check = now + self.timing.check_interval
+        self.next_check = now + self.timing.check_interval
         if now >= self._next_heartbeat:
             self._file.heartbeat()
             self._next_heartbeat = now + self.timing.heartbeat_interval

@@ -1,0 +1,69 @@
+"""A member killed with kill -9 in the middle of consumption: nothing is lost."""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.twainmq.groups.conftest import wait_until
+from tests.twainmq.groups.ownership_log import check_log, missing_messages
+from twainmq import Twain
+
+WORKER = Path(__file__).with_name("group_worker.py")
+COMMIT_EVERY = 25
+
+
+def start_worker(root: Path, log: Path, lifetime: float = 0) -> subprocess.Popen:
+    command = [sys.executable, str(WORKER), str(root), "events", "workers", str(log)]
+    return subprocess.Popen([*command, str(lifetime), str(COMMIT_EVERY)], stdout=subprocess.PIPE)
+
+
+def stop_and_kill(process: subprocess.Popen, log: Path) -> None:
+    """Freeze the process, note it in the log, then kill -9 it (see ownership_log)."""
+    os.kill(process.pid, signal.SIGSTOP)
+    os.waitpid(process.pid, os.WUNTRACED)
+    with open(log, "a") as file:
+        file.write(f"K {process.pid}\n")
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def lines_of(log: Path, pid: int, kind: str = "M") -> int:
+    if not log.exists():
+        return 0
+    return sum(1 for line in log.read_text().splitlines() if line.startswith(f"{kind} {pid} "))
+
+
+@pytest.mark.slow
+def test_kill_9_mid_consumption_loses_nothing(tmp_path):
+    root, log = tmp_path / "store", tmp_path / "events.log"
+    tmq = Twain(root)
+    tmq.create_topic("events", partitions=4)
+    with tmq.producer("events") as producer:
+        for i in range(2000):
+            producer.write_message(i, f"m{i}")
+    victim = start_worker(root, log)
+    survivor = start_worker(root, log)
+    try:
+        wait_until(lambda: lines_of(log, victim.pid) >= 300 and lines_of(log, survivor.pid) > 0, 60)
+        stop_and_kill(victim, log)
+        with tmq.producer("events") as producer:
+            for i in range(2000, 3000):
+                producer.write_message(i, f"m{i}")
+        ends = tmq.end_offsets("events")
+        wait_until(lambda: not missing_messages(check_log(log), ends), 60, step=0.05)
+    finally:
+        for process in (victim, survivor):
+            process.kill()
+            process.wait()
+    check = check_log(log)
+    assert check.violations == []
+    assert missing_messages(check, ends) == []
+    for (partition, offset), readers in check.processed.items():
+        if len(readers) > 1:  # a duplicate must come from the victim's uncommitted window
+            assert victim.pid in readers, (partition, offset, readers)
+            committed = check.last_commit.get((victim.pid, partition), 0)
+            assert offset >= committed, (partition, offset, committed)
