@@ -38,6 +38,9 @@ class MemoryChannel:
         self._readable = threading.Condition(self._lock)
         self._writable = threading.Condition(self._lock)
         self._waiting_readers = 0
+        # Readers already woken but not yet running: a burst of writes wakes each reader
+        # once instead of paying for a notify per message.
+        self._wakeups_pending = 0
         self._waiting_writers = 0
         self._interrupts = 0
 
@@ -50,7 +53,8 @@ class MemoryChannel:
             if self.capacity and len(self._items) >= self.capacity:
                 self._wait_for_room(timeout, time.monotonic())
             self._items.append(message)
-            if self._waiting_readers:
+            if self._waiting_readers > self._wakeups_pending:
+                self._wakeups_pending += 1
                 self._readable.notify()
 
     def put_many(self, messages: Sequence[Message], timeout: float | None) -> None:
@@ -68,7 +72,8 @@ class MemoryChannel:
                     continue
                 self._items.extend(messages[done : done + room])
                 done += room
-                if self._waiting_readers:
+                if self._waiting_readers > self._wakeups_pending:
+                    self._wakeups_pending = self._waiting_readers
                     self._readable.notify_all()
 
     def _wait_for_room(self, timeout: float | None, start: float) -> None:
@@ -112,6 +117,8 @@ class MemoryChannel:
                 if remaining is not None and remaining <= 0:
                     return False
                 self._readable.wait(remaining)
+                if self._wakeups_pending:
+                    self._wakeups_pending -= 1
             return bool(self._items)
         finally:
             self._waiting_readers -= 1
@@ -120,13 +127,15 @@ class MemoryChannel:
         """Put messages back at the front, in their original order (a nack)."""
         with self._lock:
             self._items.extendleft(reversed(messages))
-            if self._waiting_readers:
+            if self._waiting_readers > self._wakeups_pending:
+                self._wakeups_pending = self._waiting_readers
                 self._readable.notify_all()
 
     def interrupt(self) -> None:
         """Wake every reader blocked in `take`; they return what is there (maybe nothing)."""
         with self._lock:
             self._interrupts += 1
+            self._wakeups_pending = self._waiting_readers
             self._readable.notify_all()
 
 
