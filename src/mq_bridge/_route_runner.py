@@ -176,9 +176,15 @@ class RouteRunner:
             except BaseException as error:  # a bug in delivery: keep the batch, stop the route
                 _log.error("route %s: delivery failed: %r", self._settings.name, error)
                 delivered = False
-            if delivered and not nacking:
-                self._input.ack(batch)
-            else:
+            try:
+                if delivered and not nacking:
+                    self._input.ack(batch)
+                    continue
                 nacking = True
+                self._stopping.set()
                 self._input.nack(batch)
+            except Exception as error:  # keep draining so the reader never blocks on a full queue
+                _log.error("route %s: acknowledging failed: %r", self._settings.name, error)
+                self.error = self.error or error
+                nacking = True
                 self._stopping.set()

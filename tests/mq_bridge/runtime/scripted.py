@@ -37,6 +37,7 @@ class Script:
     bounded: bool = True
     any_order: bool = False
     receive_errors: list[BaseException] = field(default_factory=list)
+    ack_errors: list[BaseException] = field(default_factory=list)
     connect_hangs: threading.Event | None = None
     acked: list[Message] = field(default_factory=list)
     nacked: list[Message] = field(default_factory=list)
@@ -70,6 +71,8 @@ class ScriptedInput(InputEndpoint):
         return Batch(taken, taken)
 
     def ack(self, batch: Batch) -> None:
+        if self.script.ack_errors:
+            raise self.script.ack_errors.pop(0)
         self.script.acked.extend(batch.token)
 
     def nack(self, batch: Batch) -> None:

@@ -148,3 +148,21 @@ def test_repr_names_the_route_and_hides_secrets():
         {"routes": {"orders": {"input": {"memory": {"topic": "t"}}}}}, "orders"
     )
     assert "orders" in repr(route) and "new" in repr(route)
+
+
+@pytest.mark.parametrize("executor", ["direct", "worker"])
+def test_a_failing_ack_ends_the_route_and_join_raises_it(scripted, monkeypatch, executor):
+    monkeypatch.setenv("MQ_BRIDGE_PY_HANDLER_EXECUTOR", executor)
+    script = Script([Message(b"a")] * 50, bounded=False, ack_errors=[OSError("ack lost")])
+    scripted["ack-fails"] = script
+    route = Route.from_config(
+        {
+            "input": {"scripted": {"name": "ack-fails"}},
+            "batch_size": 1,
+            "commit_concurrency_limit": 2,
+        }
+    )
+    route.start()
+    with pytest.raises(OSError, match="ack lost"):
+        route.join()
+    assert not route.running
