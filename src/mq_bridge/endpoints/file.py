@@ -224,7 +224,7 @@ class Appender:
         self._lock = threading.Lock()
         self._pending: list[bytes] = []
         self._pending_bytes = 0
-        self._error: BaseException | None = None
+        self._error: EndpointError | None = None
         self._unsynced = False
         self._last_sync = time.monotonic()
         self._buffered = options.linger > 0 and options.fsync != "always"
@@ -287,7 +287,7 @@ class Appender:
             raise ClosedError(f"file:{self._options.path} is closed")
         if self._error is not None:
             error, self._error = self._error, None
-            raise EndpointError(f"an earlier buffered write failed: {error}") from error
+            raise error
 
     def _write(self, data: bytes) -> None:
         """Write pending records plus `data` (lock held), then fsync as the policy says."""
@@ -320,10 +320,14 @@ class Appender:
                 return
             with self._lock:
                 if self._pending and self._fd >= 0:
+                    lost = len(self._pending)
                     try:
                         self._write(b"")
-                    except OSError as error:
-                        self._error = error
+                    except Exception as error:  # kept for the caller's next call
+                        self._error = EndpointError(
+                            f"writing {lost} buffered record(s) to {self._options.path} "
+                            f"failed, they were not written: {error}"
+                        )
                         self._pending = []
                         self._pending_bytes = 0
 
