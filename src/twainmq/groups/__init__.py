@@ -5,26 +5,40 @@ member coordinates through locks and atomically replaced JSON files there.
 See docs/design.md, "Consumer groups", for the protocol and its failure cases.
 """
 
+from twainmq.groups.admin import GroupDescription, MemberDescription, describe_group, reset_offsets
 from twainmq.groups.assignor import assign_partitions
+from twainmq.groups.consumer import GroupConsumer, join_group
 from twainmq.groups.errors import (
     CommitFencedError,
     GroupActiveError,
     GroupError,
     GroupNotFoundError,
     InvalidGroupNameError,
+    PartitionNotOwnedError,
 )
+from twainmq.groups.lag import PartitionLag
 from twainmq.groups.layout import GroupPaths, list_groups
 from twainmq.groups.member import GroupMember, GroupTiming
+from twainmq.groups.membership import MemberStatus
 
 __all__ = [
     "CommitFencedError",
     "GroupActiveError",
+    "GroupConsumer",
+    "GroupDescription",
     "GroupError",
     "GroupMember",
     "GroupNotFoundError",
     "GroupPaths",
     "GroupTiming",
     "InvalidGroupNameError",
+    "MemberDescription",
+    "MemberStatus",
+    "PartitionLag",
+    "PartitionNotOwnedError",
     "assign_partitions",
+    "describe_group",
+    "join_group",
     "list_groups",
+    "reset_offsets",
 ]

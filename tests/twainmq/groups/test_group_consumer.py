@@ -1,0 +1,220 @@
+"""The group consumer through the public API: Twain.consumer(topic, group=...)."""
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.twainmq.groups.conftest import wait_until
+from twainmq import Twain
+from twainmq.groups import CommitFencedError, PartitionNotOwnedError
+
+SEED = Path("/work/shared/seeds/000_670d27287a2706b5.txt")
+
+# The seed's samples, verbatim except that /tmp/twain becomes the test's directory.
+CREATE_AND_PRODUCE = """
+tmq = Twain("/tmp/twain")
+
+tmq.create_topic("events", key_type="u16", partitions=4)
+producer = tmq.producer("events")
+
+producer.write_message(12, "Hello world")
+
+x = 12345
+producer.write_message(42, x.to_bytes(16))
+"""
+CONSUMING_SAMPLE = """
+consumer = tmq.consumer("events", group="event-readers")
+
+print(consumer.poll())
+consumer.commit()
+print(consumer.poll())
+"""
+GROUPS_SAMPLE = """
+c1 = tmq.consumer("events", group="workers")
+c2 = tmq.consumer("events", group="workers")
+"""
+
+
+@pytest.fixture
+def tmq(tmp_path):
+    store = Twain(tmp_path / "store")
+    store.create_topic("events", partitions=4)
+    return store
+
+
+def write(tmq, count, start=0):
+    with tmq.producer("events") as producer:
+        for i in range(start, start + count):
+            producer.write_message(i, f"m{i}")
+
+
+def drain(consumer, expected, timeout=10.0):
+    got = []
+    wait_until(lambda: got.extend(consumer.poll_many(100)) or len(got) >= expected, timeout)
+    return got
+
+
+def run_sample(code, namespace, root):
+    exec(code.replace("/tmp/twain", str(root)), namespace)
+
+
+def test_the_seed_samples_are_the_ones_tested():
+    if not SEED.exists():
+        pytest.skip("seed file not on this machine")
+    text = SEED.read_text()
+    for sample in (CONSUMING_SAMPLE, GROUPS_SAMPLE):
+        for line in filter(None, map(str.strip, sample.splitlines())):
+            assert line in text
+
+
+def test_the_seed_consuming_sample_reads_and_commits(tmp_path, capsys):
+    namespace = {"Twain": Twain}
+    run_sample(CREATE_AND_PRODUCE, namespace, tmp_path)
+    run_sample(CONSUMING_SAMPLE, namespace, tmp_path)
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 2
+    assert any("Hello world" in line for line in printed)
+    assert all(line.startswith("Message(") for line in printed)
+    consumer = namespace["consumer"]
+    assert sum(consumer.committed().values()) == 1  # one message read before commit()
+    consumer.close()
+
+
+def test_the_seed_group_sample_shares_the_partitions(tmp_path):
+    namespace = {"Twain": Twain}
+    run_sample(CREATE_AND_PRODUCE, namespace, tmp_path)
+    run_sample(GROUPS_SAMPLE, namespace, tmp_path)
+    c1, c2 = namespace["c1"], namespace["c2"]
+    wait_until(lambda: (c1.poll(), c2.poll(), len(c1.assignment()) == len(c2.assignment()) == 2)[2])
+    assert sorted(c1.assignment() + c2.assignment()) == [0, 1, 2, 3]
+    c1.close()
+    wait_until(lambda: (c2.poll(), c2.assignment() == [0, 1, 2, 3])[1])
+    c2.close()
+
+
+def test_a_new_member_resumes_after_the_commit(tmq):
+    write(tmq, 100)
+    with tmq.consumer("events", group="g") as first:
+        taken = drain(first, 40)[:40]
+    # nothing committed: a new member starts over
+    with tmq.consumer("events", group="g") as second:
+        assert len(drain(second, 100)) == 100
+        second.commit()
+    write(tmq, 10, start=100)
+    with tmq.consumer("events", group="g", start_from="now") as third:
+        rest = drain(third, 10)
+    assert sorted(m.message for m in rest) == sorted(f"m{i}" for i in range(100, 110))
+    assert taken
+
+
+def test_start_from_now_skips_what_was_there_and_sticks_to_the_group_creation(tmq):
+    write(tmq, 20)
+    first = tmq.consumer("events", group="g", start_from="now")
+    write(tmq, 8, start=20)
+    second = tmq.consumer("events", group="g", start_from="now")
+    got = []
+    wait_until(lambda: got.extend(first.poll_many(10) + second.poll_many(10)) or len(got) >= 8)
+    assert sorted(m.message for m in got) == sorted(f"m{i}" for i in range(20, 28))
+    first.close()
+    second.close()
+
+
+def test_explicit_commits_and_fencing(tmq):
+    write(tmq, 40)
+    c1 = tmq.consumer("events", group="g")
+    c2 = tmq.consumer("events", group="g")
+    wait_until(lambda: (c1.poll(), c2.poll(), len(c1.assignment()) == 2)[2])
+    mine, theirs = c1.assignment(), c2.assignment()
+    c1.commit({mine[0]: 3})
+    assert c2.committed()[mine[0]] == 3
+    with pytest.raises(CommitFencedError, match=str(theirs[0])):
+        c1.commit({theirs[0]: 1})
+    with pytest.raises(PartitionNotOwnedError):
+        c1.seek(theirs[0], 0)
+    c1.close()
+    c2.close()
+
+
+def test_callbacks_see_assignments_and_a_commit_in_on_revoke_hands_over_exactly(tmq):
+    write(tmq, 400)
+    events = []
+    consumer = None
+
+    def on_revoke(partitions):
+        events.append(("revoke", partitions))
+        consumer.commit()
+
+    consumer = tmq.consumer(
+        "events",
+        group="g",
+        on_assign=lambda ps: events.append(("assign", ps)),
+        on_revoke=on_revoke,
+    )
+    assert events == [("assign", [0, 1, 2, 3])]
+    got = [m.message for m in consumer.poll_many(150)]
+    other = tmq.consumer("events", group="g")
+
+    def collect() -> bool:
+        got.extend(m.message for m in consumer.poll_many(100) + other.poll_many(100))
+        return len(got) >= 400 and len(consumer.assignment()) == 2
+
+    wait_until(collect)
+    assert events[1][0] == "revoke" and len(events[1][1]) == 2
+    assert sorted(got) == sorted(f"m{i}" for i in range(400))  # none lost, none twice
+    consumer.close()
+    other.close()
+
+
+def test_lag_per_partition(tmq):
+    write(tmq, 40)
+    with tmq.consumer("events", group="g") as consumer:
+        read = drain(consumer, 40)
+        consumer.commit({read[0].partition: 0})
+        lag = consumer.lag()
+        assert sorted(lag) == [0, 1, 2, 3]
+        assert sum(entry.end_offset for entry in lag.values()) == 40
+        zero = lag[read[0].partition]
+        assert zero.committed == 0 and zero.lag == zero.end_offset
+
+
+def test_poll_with_timeout_waits_for_a_message_written_later(tmq):
+    with tmq.consumer("events", group="g") as consumer:
+        assert consumer.poll() is None
+        timer = threading.Timer(0.2, write, args=(tmq, 1))
+        timer.start()
+        message = consumer.poll(timeout=10)
+        timer.join()
+    assert message is not None and message.message == "m0"
+
+
+def test_members_in_threads_consume_everything_exactly_once_without_churn(tmq):
+    write(tmq, 2000)
+    results: list[list[str]] = [[], [], []]
+    members = [tmq.consumer("events", group="g") for _ in results]
+    done = threading.Event()
+
+    def consume(index):
+        while not done.is_set():
+            results[index].extend(m.message for m in members[index].poll_many(50, timeout=0.05))
+
+    threads = [threading.Thread(target=consume, args=(i,)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: sum(map(len, results)) >= 2000, 30)
+    done.set()
+    for thread in threads:
+        thread.join()
+    everything = [m for r in results for m in r]
+    assert sorted(everything) == sorted(f"m{i}" for i in range(2000))
+    for member in members:
+        member.close()
+
+
+def test_bad_options_name_the_value(tmq):
+    with pytest.raises(ValueError, match="'later'"):
+        tmq.consumer("events", group="g", start_from="later")
+    with pytest.raises(ValueError, match="session_timeout"):
+        tmq.consumer("events", group="g", session_timeout=0)
+    with pytest.raises(ValueError, match="'a/b'"):
+        tmq.consumer("events", group="a/b")
