@@ -34,27 +34,37 @@ except ImportError:  # pragma: no cover - orjson is a dependency; this keeps odd
 __all__ = ["Message", "new_message_id", "normalize_message_id"]
 
 _ID_NAMESPACE = uuid.UUID("6f1d7c52-3b8e-4e0a-9d7a-2f4b8c1e5a90")
-_random_bits = random.SystemRandom().getrandbits(64)  # seed material, not used per id
-_rng = random.Random(_random_bits)
+_rng = random.Random(random.SystemRandom().getrandbits(64))
+_getrandbits = _rng.getrandbits
+_time_ns = time.time_ns
+_VERSION_AND_VARIANT = (0x7 << 76) | (0b10 << 62)
 _last_ms = 0
 _sequence = 0
+_prefix = 0  # everything but rand_b, for the current millisecond and sequence
 
 
 def new_message_id() -> int:
     """A UUIDv7 as a 128-bit integer: 48 bits of Unix milliseconds, version, 74 random bits.
 
-    Within one millisecond the 12-bit ``rand_a`` field counts up (RFC 9562, method 1),
-    so ids made by one process sort in creation order.
+    Within one millisecond the 12-bit ``rand_a`` field counts up from a random start
+    (RFC 9562, method 1); when it would overflow, or the clock steps back, the timestamp
+    moves one millisecond ahead instead, so ids made by one process always sort in
+    creation order.
     """
-    global _last_ms, _sequence
-    now_ms = time.time_ns() // 1_000_000
+    global _last_ms, _sequence, _prefix
+    now_ms = _time_ns() // 1_000_000
     if now_ms > _last_ms:
         _last_ms = now_ms
-        _sequence = _rng.getrandbits(10)
+        _sequence = _getrandbits(10)
+        _prefix = (now_ms << 80) | _VERSION_AND_VARIANT | (_sequence << 64)
+    elif _sequence < 0xFFF:
+        _sequence += 1
+        _prefix += 1 << 64
     else:
-        _sequence = (_sequence + 1) & 0xFFF
-    rand_b = _rng.getrandbits(62)
-    return (_last_ms << 80) | (0x7 << 76) | (_sequence << 64) | (0b10 << 62) | rand_b
+        _last_ms += 1
+        _sequence = 0
+        _prefix = (_last_ms << 80) | _VERSION_AND_VARIANT
+    return _prefix | _getrandbits(62)
 
 
 def normalize_message_id(value: str | int | uuid.UUID) -> int:

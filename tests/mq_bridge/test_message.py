@@ -6,10 +6,10 @@ from mq_bridge import Message
 
 
 def test_new_ids_are_uuid7_and_sort_in_creation_order():
-    ids = [Message(b"x").id for _ in range(1000)]
-    assert all(uuid.UUID(i).version == 7 for i in ids)
+    ids = [Message(b"x").id for _ in range(20_000)]  # enough to fill a millisecond's sequence
+    assert all(uuid.UUID(i).version == 7 and uuid.UUID(i).variant == uuid.RFC_4122 for i in ids)
     assert ids == sorted(ids)
-    assert len(set(ids)) == 1000
+    assert len(set(ids)) == 20_000
 
 
 def test_non_uuid_id_is_hashed_to_a_stable_uuid():
@@ -41,3 +41,12 @@ def test_json_error_names_the_problem():
 
 def test_repr_hides_the_payload():
     assert "secret" not in repr(Message(b"secret"))
+
+
+def test_ids_stay_ordered_when_a_millisecond_runs_out_of_sequence_numbers(monkeypatch):
+    from mq_bridge import message
+
+    monkeypatch.setattr(message, "_time_ns", lambda: 1_700_000_000_000 * 1_000_000)
+    ids = [message.new_message_id() for _ in range(10_000)]  # > 4096 in one frozen ms
+    assert ids == sorted(ids) and len(set(ids)) == 10_000
+    assert all(uuid.UUID(int=value).version == 7 for value in ids)
