@@ -29,6 +29,10 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
+from typing import Any
+
+from .message import Message
 
 TAG_BYTES = 0
 TAG_TEXT = 1
@@ -112,6 +116,57 @@ def read_records(
         )
         pos = stop
     return records, pos
+
+
+def decode_messages(
+    buf: bytes,
+    end: int,
+    first_offset: int,
+    partition: int,
+    text_keys: bool,
+    decode_dataclass: Callable[[bytes], object],
+) -> tuple[list[Message], int]:
+    """Decode the whole records of ``buf[:end]`` into Messages (the consumer's hot loop).
+
+    The first record has offset ``first_offset``. Returns the messages and the position after
+    the last one; stops early at a record not wholly inside ``end``. Raises CorruptRecord for
+    a whole record with a bad length, tag, CRC or text.
+    """
+    messages: list[Message] = []
+    append = messages.append
+    unpack = HEADER.unpack_from
+    crc32 = zlib.crc32
+    new = tuple.__new__
+    from_bytes = int.from_bytes
+    view = memoryview(buf)
+    pos = 0
+    offset = first_offset
+    while pos + HEADER_SIZE <= end:
+        length, crc, timestamp_us, tag, key_length = unpack(buf, pos)
+        stop = pos + 4 + length
+        if stop > end:
+            check_length(length, key_length, pos)
+            break
+        if crc32(view[pos + 8 : stop]) != crc:
+            check_length(length, key_length, pos)
+            raise CorruptRecord(pos, "CRC mismatch")
+        key_end = pos + HEADER_SIZE + key_length
+        raw_key = buf[pos + HEADER_SIZE : key_end]
+        try:
+            key = raw_key.decode() if text_keys else from_bytes(raw_key, "little")
+            payload: Any = buf[key_end:stop]
+            if tag == TAG_TEXT:
+                payload = payload.decode()
+            elif tag == TAG_DATACLASS:
+                payload = decode_dataclass(payload)
+            elif tag != TAG_BYTES:
+                raise CorruptRecord(pos, f"unknown payload tag {tag}")
+        except ValueError as exc:  # bad UTF-8 or JSON that passed the CRC: a writer bug
+            raise CorruptRecord(pos, f"payload cannot be decoded: {exc}") from None
+        append(new(Message, (offset, partition, key, timestamp_us, payload)))
+        offset += 1
+        pos = stop
+    return messages, pos
 
 
 def check_length(length: int, key_length: int, position: int) -> None:

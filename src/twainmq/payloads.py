@@ -16,12 +16,8 @@ import typing
 from typing import Any
 
 from .encoding import TAG_BYTES, TAG_DATACLASS, TAG_TEXT
-from .errors import (
-    MessageTypeConflictError,
-    MessageTypeError,
-    TopicCorruptError,
-    UnregisteredMessageTypeError,
-)
+from .errors import MessageTypeConflictError, MessageTypeError, UnregisteredMessageTypeError
+from .message import UndecodedMessage
 
 
 def message_type_name(cls: type) -> str:
@@ -102,16 +98,24 @@ def _encode_dataclass(
     return bytes([len(name_bytes)]) + name_bytes + body.encode("utf-8")
 
 
-def decode_dataclass(payload: bytes, registry: MessageTypeRegistry, where: str) -> object:
-    """Rebuild a dataclass instance from its stored payload."""
+def decode_dataclass(payload: bytes, registry: MessageTypeRegistry) -> object:
+    """Rebuild a dataclass instance from its stored payload.
+
+    Returns an UndecodedMessage when the type is not registered or its class refuses the
+    fields; raises ValueError when the payload is not a type name and a JSON object.
+    """
     name_length = payload[0]
     name = payload[1 : 1 + name_length].decode("utf-8")
-    cls = registry.lookup(name)
+    text = payload[1 + name_length :].decode("utf-8")
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"dataclass {name} payload is not a JSON object")
     try:
-        data = json.loads(payload[1 + name_length :])
-    except ValueError as exc:
-        raise TopicCorruptError(where, 0, f"dataclass {name} payload is not JSON: {exc}") from None
-    return from_json_value(cls, data)
+        return from_json_value(registry.lookup(name), data)
+    except UnregisteredMessageTypeError as exc:
+        return UndecodedMessage(name, text, str(exc))
+    except (TypeError, ValueError) as exc:
+        return UndecodedMessage(name, text, f"{name}({text}) failed: {exc}")
 
 
 def from_json_value(hint: Any, value: Any) -> Any:

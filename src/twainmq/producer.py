@@ -26,6 +26,7 @@ from .payloads import encode_payload
 from .topic import OpenTopic
 
 _SINGLE = [0]
+_new_tuple = tuple.__new__  # skips NamedTuple's Python-level __new__ on the hot path
 _CHUNK_BYTES = 1024 * 1024
 _ROUTE_CACHE_SIZE = 65536
 Route = tuple[PartitionLog, bytes, type]
@@ -85,7 +86,7 @@ class Producer:
         offset = log.append(record, _SINGLE, stamp, self._sync_each, self._durable_roll)
         if self._batch_ns >= 0:
             self._note_unsynced(log)
-        return RecordMetadata(log.partition, offset)
+        return _new_tuple(RecordMetadata, (log.partition, offset))
 
     def write_messages(self, messages: Iterable[tuple[Any, Any]]) -> dict[int, list[range]]:
         """Append many ``(key, message)`` pairs; return partition -> offsets written there.

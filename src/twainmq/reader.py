@@ -9,14 +9,15 @@ next offset.
 from __future__ import annotations
 
 import os
+from functools import partial
 
-from .encoding import HEADER, TAG_TEXT, CorruptRecord, check_length, read_records
+from .encoding import HEADER, CorruptRecord, check_length, decode_messages
 from .errors import TopicCorruptError
 from .keys import KeyType
 from .lookup import locate
 from .message import Message
 from .partition import PartitionLog
-from .payloads import MessageTypeRegistry
+from .payloads import MessageTypeRegistry, decode_dataclass
 from .segments import segment_path
 
 
@@ -27,8 +28,8 @@ class PartitionReader:
         self.log = log
         self.partition = log.partition
         self.next_offset = 0
-        self._key_type = key_type
-        self._registry = registry
+        self._text_keys = key_type.is_text
+        self._decode_dataclass = partial(decode_dataclass, registry=registry)
         self._fd = -1
         self._base = -1
         self._position = 0
@@ -70,47 +71,32 @@ class PartitionReader:
 
     def _decode(self, data: bytes, limit: int) -> list[Message]:
         try:
-            records, stop = read_records(data, 0, len(data))
+            messages, stop = self._decode_records(data)
+            if not messages:
+                data = self._read_one_large_record(data, limit)
+                messages, stop = self._decode_records(data)
         except CorruptRecord as exc:
             raise self._corrupt(exc.position, exc.reason) from None
-        if not records:
-            data = self._read_one_large_record(data, limit)
-            records, stop = read_records(data, 0, len(data))
-        first, partition, key_type, registry = (
-            self.next_offset,
-            self.partition,
-            self._key_type,
-            self._registry,
-        )
-        try:
-            messages = [
-                Message(
-                    first + i,
-                    partition,
-                    key,
-                    stamp,
-                    tag,
-                    payload.decode() if tag == TAG_TEXT else payload,
-                    key_type,
-                    registry,
-                )
-                for i, (stamp, tag, key, payload) in enumerate(records)
-            ]
-        except UnicodeDecodeError as exc:
-            raise self._corrupt(0, f"text payload is not UTF-8: {exc}") from None
         self._position += stop
         self.next_offset += len(messages)
         return messages
+
+    def _decode_records(self, data: bytes) -> tuple[list[Message], int]:
+        return decode_messages(
+            data,
+            len(data),
+            self.next_offset,
+            self.partition,
+            self._text_keys,
+            self._decode_dataclass,
+        )
 
     def _read_one_large_record(self, data: bytes, limit: int) -> bytes:
         """The chunk held no whole record: read the first record whole (it is large)."""
         if len(data) < HEADER.size:
             raise self._corrupt(0, "committed data ends inside a record header")
         length, _, _, _, key_length = HEADER.unpack_from(data, 0)
-        try:
-            check_length(length, key_length, 0)
-        except CorruptRecord as exc:
-            raise self._corrupt(0, exc.reason) from None
+        check_length(length, key_length, 0)
         if self._position + 4 + length > limit:
             raise self._corrupt(0, "record runs past the committed end of the segment")
         return os.pread(self._fd, 4 + length, self._position)

@@ -1,0 +1,214 @@
+"""Engine benchmarks: one script for twainmq and for the peer (twainmq 0.2.3), public API only.
+
+    python bench/twainmq_bench.py SCENARIO [--count N]     # measure the installed twainmq
+    python bench/twainmq_bench.py --compare [SCENARIO ...]  # ours vs the peer, side by side
+
+Scenarios (100-byte messages, u16 keys cycling over 1000 values, 4 partitions, unless said):
+  produce       write_message one at a time
+  produce1000   write_message one at a time, 1000-byte messages
+  batch         write_messages (the peer has none: it falls back to write_message one by one)
+  fsync-batch   write_message one at a time with fsync="batch" (peer: no fsync option)
+  fsync-always  write_message one at a time with fsync="always" (peer: no fsync option)
+  consume       a fresh consumer without group, one poll() per message, reading .message
+  consume1000   the same with 1000-byte messages
+  disk          bytes on disk per message, divided by the payload size
+  rss           RSS growth (KiB) while one consumer reads --count messages (1M by default)
+
+Each scenario runs 3 times in a fresh directory; the median is printed as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from twainmq import Twain
+
+PEER_PYTHON = "/tmp/peer-twain/bin/python"
+OURS_PYTHON = str(Path(__file__).resolve().parents[1] / ".venv" / "bin" / "python")
+PARTITIONS = 4
+KEYS = 1000
+SCENARIOS = (
+    "produce",
+    "produce1000",
+    "batch",
+    "fsync-batch",
+    "fsync-always",
+    "consume",
+    "consume1000",
+    "disk",
+    "rss",
+)
+
+
+def payloads(size: int) -> list[str]:
+    """1000 distinct ASCII messages of ``size`` bytes."""
+    return [f"{i:06d}".ljust(size, "x") for i in range(KEYS)]
+
+
+def open_topic(root: str) -> Twain:
+    tmq = Twain(root)
+    tmq.create_topic("bench", "u16", partitions=PARTITIONS)
+    return tmq
+
+
+def make_producer(tmq: Twain, fsync: str | None = None):  # type: ignore[no-untyped-def]
+    if fsync is None:
+        return tmq.producer("bench")
+    try:
+        return tmq.producer("bench", fsync=fsync)
+    except TypeError:  # the peer has no fsync option
+        return tmq.producer("bench")
+
+
+def fill(tmq: Twain, count: int, size: int) -> None:
+    """Write ``count`` messages as fast as the library allows (setup, not measured)."""
+    producer = make_producer(tmq)
+    msgs = payloads(size)
+    items = [(i % KEYS, msgs[i % KEYS]) for i in range(count)]
+    if hasattr(producer, "write_messages"):
+        for start in range(0, count, 100_000):
+            producer.write_messages(items[start : start + 100_000])
+    else:
+        for key, msg in items:
+            producer.write_message(key, msg)
+
+
+def produce(root: str, count: int, size: int = 100, fsync: str | None = None) -> float:
+    tmq = open_topic(root)
+    producer = make_producer(tmq, fsync)
+    msgs = payloads(size)
+    write = producer.write_message
+    start = time.perf_counter()
+    for i in range(count):
+        write(i % KEYS, msgs[i % KEYS])
+    if hasattr(producer, "flush"):
+        producer.flush()
+    return count / (time.perf_counter() - start)
+
+
+def batch(root: str, count: int) -> float:
+    tmq = open_topic(root)
+    producer = make_producer(tmq)
+    msgs = payloads(100)
+    items = [(i % KEYS, msgs[i % KEYS]) for i in range(count)]
+    start = time.perf_counter()
+    if hasattr(producer, "write_messages"):
+        for first in range(0, count, 10_000):
+            producer.write_messages(items[first : first + 10_000])
+    else:
+        for key, msg in items:
+            producer.write_message(key, msg)
+    return count / (time.perf_counter() - start)
+
+
+def consume(root: str, count: int, size: int = 100) -> float:
+    tmq = open_topic(root)
+    fill(tmq, count, size)
+    consumer = tmq.consumer("bench", start_from="start")
+    poll = consumer.poll
+    seen = 0
+    start = time.perf_counter()
+    while seen < count:
+        msg = poll()
+        if msg is None:
+            raise SystemExit(f"consume: only {seen} of {count} messages came back")
+        msg.message  # noqa: B018 - a reader looks at the payload
+        seen += 1
+    return count / (time.perf_counter() - start)
+
+
+def disk(root: str, count: int) -> float:
+    tmq = open_topic(root)
+    fill(tmq, count, 100)
+    topic_dir = Path(root) / "bench"
+    data = sum(p.stat().st_size for p in topic_dir.rglob("*") if p.suffix == ".log")
+    return data / count / 100
+
+
+def rss_kib() -> int:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def rss(root: str, count: int) -> float:
+    tmq = open_topic(root)
+    fill(tmq, count, 100)
+    consumer = tmq.consumer("bench", start_from="start")
+    for _ in range(10_000):
+        consumer.poll()
+    before = rss_kib()
+    while consumer.poll() is not None:
+        pass
+    return float(rss_kib() - before)
+
+
+def run(scenario: str, count: int) -> float:
+    jobs: dict[str, Callable[[str], float]] = {
+        "produce": lambda r: produce(r, count),
+        "produce1000": lambda r: produce(r, count, 1000),
+        "batch": lambda r: batch(r, count),
+        "fsync-batch": lambda r: produce(r, count, fsync="batch"),
+        "fsync-always": lambda r: produce(r, count, fsync="always"),
+        "consume": lambda r: consume(r, count),
+        "consume1000": lambda r: consume(r, count, 1000),
+        "disk": lambda r: disk(r, count),
+        "rss": lambda r: rss(r, count),
+    }
+    results = []
+    for _ in range(3):
+        root = tempfile.mkdtemp(prefix="twainmq-bench-", dir=os.environ.get("BENCH_DIR"))
+        try:
+            results.append(jobs[scenario](root))
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    return statistics.median(results)
+
+
+def default_count(scenario: str) -> int:
+    return {"rss": 1_000_000, "fsync-always": 5_000}.get(scenario, 200_000)
+
+
+def compare(scenarios: list[str], count: int | None) -> None:
+    print(f"{'scenario':14} {'ours':>14} {'peer 0.2.3':>14} {'ratio':>8}")
+    for scenario in scenarios:
+        figures = []
+        for python in (OURS_PYTHON, PEER_PYTHON):
+            if scenario == "rss" and python == PEER_PYTHON:
+                figures.append(None)
+                continue
+            args = [python, __file__, scenario] + ([f"--count={count}"] if count else [])
+            out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+            figures.append(json.loads(out)["value"])
+        ours, peer = figures
+        ratio = f"{ours / peer:.1f}x" if peer else "-"
+        peer_text = f"{peer:,.2f}" if peer is not None else "-"
+        print(f"{scenario:14} {ours:>14,.2f} {peer_text:>14} {ratio:>8}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenario", nargs="*", choices=[*SCENARIOS, []], default=[])
+    parser.add_argument("--count", type=int)
+    parser.add_argument("--compare", action="store_true")
+    args = parser.parse_args()
+    if args.compare:
+        compare(args.scenario or list(SCENARIOS), args.count)
+        return
+    for scenario in args.scenario:
+        count = args.count or default_count(scenario)
+        print(json.dumps({"scenario": scenario, "count": count, "value": run(scenario, count)}))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
