@@ -19,7 +19,7 @@ from twainmq.errors import TwainMQError
 
 #: Modules that add subcommands; each has ``add_parsers(subparsers)`` and sets ``run`` on
 #: its parsers via ``set_defaults(run=...)``.
-_COMMAND_MODULES = ("topics", "messages", "demo")
+_COMMAND_MODULES = ("topics", "messages", "groups", "demo")
 
 Command = Callable[[argparse.Namespace], int]
 
