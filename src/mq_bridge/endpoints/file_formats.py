@@ -120,7 +120,7 @@ def _raw_record(message: Message) -> bytes:
 
 
 def _uuid_text(value: int) -> str:
-    digits = value.to_bytes(16, "big").hex()
+    digits = f"{value:032x}"
     return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
 
 

@@ -23,8 +23,9 @@ from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mq_bridge import _env
 from mq_bridge.endpoints.base import Batch, EndpointStatus, InputEndpoint
-from mq_bridge.endpoints.file_formats import decode_records
+from mq_bridge.endpoints.file_formats import DecodeResult, decode_records
 from mq_bridge.errors import ClosedError, EndpointError
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class FileInput(InputEndpoint):
         self._wakeup = threading.Event()
         self._skipped = 0
         self._removed = 0
+        self._tag_source = _env.source_metadata_enabled()
         self._records: list[bytes] = []
         self._cursor = 0
         self._tail = b""
@@ -198,6 +200,8 @@ class FileInput(InputEndpoint):
             log.error("%s: skipping the record at offset %d: %s", self.describe(), offset, reason)
         if not result.messages:
             return None
+        if self._tag_source:
+            _tag_with_source(result, offsets, str(self._options.path))
         start, self._batch_start = self._batch_start, end
         return Batch(result.messages, (start, end))
 
@@ -283,6 +287,16 @@ class FileInput(InputEndpoint):
 
     def describe(self) -> str:
         return f"file:{self._options.path}"
+
+
+def _tag_with_source(result: DecodeResult, offsets: list[int], path: str) -> None:
+    """Add ``mqb.src.file_path`` / ``mqb.src.file_offset`` (opt-in: MQB_SOURCE_METADATA)."""
+    failed = {offset for offset, _ in result.errors}
+    decoded_offsets = [offset for offset in offsets[:-1] if offset not in failed]
+    result.messages = [
+        message.with_metadata({"mqb.src.file_path": path, "mqb.src.file_offset": str(offset)})
+        for message, offset in zip(result.messages, decoded_offsets)
+    ]
 
 
 class GroupProgress:

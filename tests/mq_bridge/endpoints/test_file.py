@@ -277,3 +277,26 @@ def test_use_after_close_raises_closed(tmp_path: Path) -> None:
     output.close()
     with pytest.raises(RuntimeError, match="closed"):
         output.send_one(Message(b"x"))
+
+
+def test_source_metadata_names_the_file_and_offset_when_asked(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MQB_SOURCE_METADATA", "1")
+    path = tmp_path / "src.log"
+    path.write_bytes(b"ab\nnot an envelope\ncd\n")
+    source = reader(path, format="raw")
+    got = [m.metadata for m in source.receive(10, 1.0).messages]
+    source.close()
+    assert [m["mqb.src.file_offset"] for m in got] == ["0", "3", "19"]
+    assert got[0]["mqb.src.file_path"] == str(path)
+    path.unlink()
+    output = writer(path)
+    output.send(messages(b"one"))
+    with path.open("ab") as file:
+        file.write(b"garbage\n")  # a record that cannot be decoded
+    output.send(messages(b"two"))
+    output.close()
+    source = reader(path)
+    got = [m.metadata["mqb.src.file_offset"] for m in source.receive(10, 1.0).messages]
+    source.close()
+    second = path.read_bytes().index(b"garbage\n") + len(b"garbage\n")
+    assert got == ["0", str(second)]
