@@ -24,4 +24,5 @@ ENDPOINT_MODULES: dict[str, str] = {
     "fanout": "mq_bridge.endpoints.fanout",
     "switch": "mq_bridge.endpoints.switch",
     "file": "mq_bridge.endpoints.file",
+    "twain": "mq_bridge.endpoints.twain",
 }

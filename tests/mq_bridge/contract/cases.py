@@ -56,11 +56,18 @@ def file_group_case(tmp_path: Path) -> ContractCase:
     return ContractCase({"file": {"path": path, "format": "json"}}, reader)
 
 
+def twain_case(tmp_path: Path) -> ContractCase:
+    """One partition, so that the suite's order checks hold; the reader is a group member."""
+    store = {"root": str(tmp_path / "store"), "topic": "contract", "create": {"partitions": 1}}
+    return ContractCase({"twain": store}, {"twain": {**store, "group": "g"}})
+
+
 CASES: dict[str, Callable[[Path], ContractCase]] = {
     "memory": memory_case,
     "memory-url": memory_url_case,
     "file-consume-delete": file_consume_delete_case,
     "file-group": file_group_case,
+    "twain": twain_case,
 }
 
 MARKS: dict[str, list[pytest.MarkDecorator]] = {}
