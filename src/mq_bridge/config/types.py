@@ -32,6 +32,7 @@ __all__ = [
     "RoutesConfig",
     "StaticConfig",
     "SwitchConfig",
+    "TwainConfig",
     "WeakJoinMiddleware",
 ]
 
@@ -106,6 +107,7 @@ class Endpoint(TypedDict, total=False):
     response: ResponseConfig
     static: StaticConfig
     switch: SwitchConfig
+    twain: TwainConfig
     #: Middleware around this endpoint, outermost first.
     middlewares: list[Middleware]
 
@@ -263,6 +265,38 @@ class SwitchConfig(TypedDict, total=False):
     cases: dict[str, Endpoint]
     when: list[dict[str, Any]]
     default: Union[Endpoint, None]
+
+
+class TwainConfigCreate(TypedDict, total=False):
+    """Create the topic if it does not exist, with these settings."""
+
+    partitions: int
+    key_type: str
+    max_message_bytes: int
+    segment_bytes: int
+    retention_bytes: Union[int, None]
+    retention_seconds: Union[float, None]
+
+
+class _TwainConfigRequired(TypedDict):
+    #: The store's directory.
+    root: str
+    #: Topic name.
+    topic: str
+
+
+class TwainConfig(_TwainConfigRequired, total=False):
+    """twain: a topic in a `twainmq` store (a directory): the durable, server-free default."""
+
+    #: Input: consumer group (default: the route's name).
+    group: str
+    start_from: Literal["start", "now"]
+    session_timeout_ms: Union[int, None]
+    #: Create the topic if it does not exist, with these settings.
+    create: TwainConfigCreate
+    #: Output: key field.
+    key_from: str
+    fsync: Literal["never", "batch", "always"]
 
 
 class _WeakJoinMiddlewareRequired(TypedDict):
