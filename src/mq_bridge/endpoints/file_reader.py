@@ -78,6 +78,8 @@ class FileInput(InputEndpoint):
         if self._closed:
             raise ClosedError(f"{self.describe()} is closed")
         path = self._options.path
+        if self._options.mode == "consume" and not path.exists():
+            log.warning("%s does not exist; creating it empty (is the path right?)", path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
@@ -221,7 +223,10 @@ class FileInput(InputEndpoint):
         if batch.token is None:
             return
         start, end = batch.token
-        if start != self._acked:  # handed out before a nack rewound past it: comes again
+        # In order, a batch starts where the last ack ended. After a nack rewound, a later
+        # batch's token may start beyond it (it comes again: ignore) or overlap what was
+        # acked since (its records were handled: take the new end).
+        if not start <= self._acked < end:
             return
         self._acked = end
         if self._progress is not None:
@@ -230,7 +235,8 @@ class FileInput(InputEndpoint):
             self._delete_acked()
 
     def nack(self, batch: Batch) -> None:
-        if batch.token is not None and batch.token[0] >= self._acked:
+        """Read again from the batch's start, unless an earlier nack already rewound there."""
+        if batch.token is not None and self._acked <= batch.token[0] < self._batch_start:
             self._rewind(batch.token[0])
 
     @property

@@ -155,6 +155,40 @@ def test_nack_redelivers_and_acks_of_batches_it_rewound_over_are_ignored(tmp_pat
     assert not (tmp_path / "n.log.g.offset").exists()
 
 
+def test_nacking_every_outstanding_batch_in_any_order_rewinds_to_the_oldest(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "n.log"
+    path.write_bytes(b"a\nb\nc\n")
+    for order in (list, lambda batches: list(reversed(batches))):
+        source = reader(path, format="raw")
+        batches = [source.receive(1, 1.0) for _ in range(3)]
+        for batch in order(batches):
+            source.nack(batch)
+        assert payloads(source) == [b"a", b"b", b"c"]
+        source.close()
+
+
+def test_an_ack_overlapping_what_was_acked_after_a_rewind_keeps_progress_going(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "n.log"
+    path.write_bytes(b"a\nb\nc\nd\n")
+    source = reader(path, format="raw", mode="group_subscribe", group_id="g")
+    first, second = source.receive(1, 1.0), source.receive(1, 1.0)
+    source.nack(first)
+    again = source.receive(1, 1.0)  # a
+    source.ack(again)
+    source.ack(second)  # b was handled: progress moves past it
+    rest = source.receive(10, 1.0)  # b (again), c, d
+    assert [m.payload for m in rest.messages] == [b"b", b"c", b"d"]
+    source.ack(rest)
+    source.close()
+    resumed = reader(path, format="raw", mode="group_subscribe", group_id="g")
+    assert payloads(resumed) == []
+    resumed.close()
+
+
 def test_delete_removes_acknowledged_records_only(tmp_path: Path) -> None:
     path = tmp_path / "queue.log"
     path.write_bytes(b"a\nb\nc\n")
