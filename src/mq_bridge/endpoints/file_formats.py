@@ -187,6 +187,9 @@ def decode_records(
             [_trusted(record, {}, id_base | offset) for record, offset in zip(records, offsets)],
             [],
         )
+    if b"" in records:  # blank lines between envelopes are not records
+        kept = [(record, offset) for record, offset in zip(records, offsets) if record]
+        records, offsets = [r for r, _ in kept], [o for _, o in kept]
     json_payload = fmt == "json"
     try:  # one parse for the whole run; any surprise falls back to record by record
         envelopes = _fast_loads(b"[" + b",".join(records) + b"]")
@@ -230,7 +233,13 @@ def _decode_one_by_one(
         try:
             messages.append(_from_envelope(json.loads(record), json_payload))
         except _DECODE_ERRORS as error:
-            errors.append((offset, f"not a message envelope: {error}"))
+            errors.append(
+                (
+                    offset,
+                    f"not a message envelope ({error}); for plain lines "
+                    "such as JSON Lines use format: raw",
+                )
+            )
     return DecodeResult(messages, errors)
 
 

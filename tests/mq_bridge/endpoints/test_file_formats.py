@@ -127,3 +127,14 @@ def test_metadata_must_be_strings() -> None:
 def test_metadata_with_lone_surrogates_round_trips() -> None:
     message = Message(b"p", {"k": "\ud800"})
     assert round_trip([message], "normal") == [message]
+
+
+def test_blank_lines_between_envelopes_are_not_records() -> None:
+    good = encode_record(Message(b"ok"), "normal", b"\n")[:-1]
+    result = decode_records([b"", good, b"", good], [0, 1, 40, 41], "normal", 0)
+    assert [m.payload for m in result.messages] == [b"ok", b"ok"] and result.errors == []
+
+
+def test_plain_json_lines_read_as_envelopes_get_a_hint() -> None:
+    result = decode_records([b'{"order_id": 1}'], [0], "normal", 0)
+    assert "format: raw" in result.errors[0][1]
