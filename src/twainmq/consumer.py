@@ -68,11 +68,11 @@ class Consumer:
 
     def _poll_slow(self, timeout: float | None) -> Message | None:
         self._check_open()
+        if timeout is not None and not timeout >= 0:
+            raise InvalidOptionError(f"timeout {timeout!r} must be a number of seconds >= 0")
         if self._refill():
             return self.poll()
         if not timeout:
-            if timeout is not None and timeout < 0:
-                raise InvalidOptionError(f"timeout {timeout!r} must be >= 0")
             return None
         deadline = time.monotonic() + timeout
         pause = 0.0002
