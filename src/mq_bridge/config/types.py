@@ -73,7 +73,8 @@ class DeduplicationMiddleware(_DeduplicationMiddlewareRequired, total=False):
 
     #: Where ids are kept: sqlite:///path, a file path, or memory:// (not kept across restarts).
     store: Union[str, None]
-    #: What identifies a duplicate: message_id, or metadata:<name>.
+    #: What identifies a duplicate: message_id, metadata:<name> or ${payload:<field>} (dotted for
+    #: nested fields).
     key: Union[str, None]
 
 

@@ -91,13 +91,28 @@ def test_an_all_duplicate_batch_is_acked_in_order_after_earlier_open_batches(tmp
     assert source.acked == [messages[0], messages[1], messages[0]]
 
 
-def test_metadata_key(tmp_path):
+@pytest.mark.parametrize("key", ["metadata:order", "${metadata:order}"])
+def test_metadata_key_forms(tmp_path, key):
     output = ListOutput()
-    wrapped = deduplication.wrap_output(
-        output, options(tmp_path, key="metadata:order"), context_with({})
+    wrapped = deduplication.wrap_output(output, options(tmp_path, key=key), context_with({}))
+    wrapped.send([Message(b"a", {"order": "7"}), Message(b"b", {"order": "7"}), Message(b"c")])
+    assert [m.payload for m in output.sent] == [b"a", b"c"]  # no key: falls back to the id
+
+
+def test_payload_field_key(tmp_path):
+    output = ListOutput()
+    key = "${payload:order.id}"
+    wrapped = deduplication.wrap_output(output, options(tmp_path, key=key), context_with({}))
+    wrapped.send(
+        [
+            Message.from_json({"order": {"id": 7}, "v": 1}),
+            Message.from_json({"order": {"id": 7}, "v": 2}),
+            Message.from_json({"order": {"id": "7"}, "v": 3}),  # a string, not the number 7
+            Message(b"not json"),
+        ]
     )
-    wrapped.send([Message(b"a", {"order": "7"}), Message(b"b", {"order": "7"})])
-    assert [m.payload for m in output.sent] == [b"a"]
+    assert [m.payload for m in output.sent][-1] == b"not json"
+    assert [m.json()["v"] for m in output.sent[:-1]] == [1, 3]
 
 
 def test_ids_expire_after_the_ttl(tmp_path):
