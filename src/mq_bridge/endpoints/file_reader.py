@@ -61,6 +61,7 @@ class FileInput(InputEndpoint):
         self._skipped = 0
         self._removed = 0
         self._tag_source = _env.source_metadata_enabled()
+        self._problem: str | None = None
         self._records: list[bytes] = []
         self._cursor = 0
         self._tail = b""
@@ -161,6 +162,7 @@ class FileInput(InputEndpoint):
         chunk = os.pread(fd, _CHUNK, self._read_pos - self._removed)
         self._at_eof = len(chunk) < _CHUNK
         if not chunk:
+            self._check_not_truncated(fd)
             self._note_incomplete_tail()
             return False
         self._read_pos += len(chunk)
@@ -172,6 +174,17 @@ class FileInput(InputEndpoint):
             self._next_offset = self._batch_start = self._acked = self._deletable_from = start
         self._records, self._cursor = records, 0
         return True
+
+    def _check_not_truncated(self, fd: int) -> None:
+        """Report (in status and once in the log) a file cut below what was read."""
+        size = os.fstat(fd).st_size
+        position = self._read_pos - self._removed
+        if size < position and self._problem is None:
+            self._problem = (
+                f"{self._options.path} shrank to {size} bytes, below the read position "
+                f"{position}: truncated or rewritten by someone else? nothing more is read"
+            )
+            log.error("%s", self._problem)
 
     def _note_incomplete_tail(self) -> None:
         offset = self._read_pos - len(self._tail)
@@ -278,8 +291,9 @@ class FileInput(InputEndpoint):
     def status(self) -> EndpointStatus:
         buffered = len(self._records) - self._cursor
         return EndpointStatus(
-            healthy=not self._closed,
+            healthy=not self._closed and self._problem is None,
             target=self.describe(),
+            error=self._problem,
             pending=buffered if self._at_eof else None,
             details={
                 "mode": self._options.mode,

@@ -334,3 +334,15 @@ def test_source_metadata_names_the_file_and_offset_when_asked(tmp_path: Path, mo
     source.close()
     second = path.read_bytes().index(b"garbage\n") + len(b"garbage\n")
     assert got == ["0", str(second)]
+
+
+def test_a_file_truncated_under_a_reader_is_reported_in_status(tmp_path: Path) -> None:
+    path = tmp_path / "cut.log"
+    path.write_bytes(b"a\nb\n")
+    source = reader(path, format="raw", mode="group_subscribe", group_id="g")
+    assert payloads(source) == [b"a", b"b"]
+    path.write_bytes(b"")
+    assert payloads(source) == []
+    status = source.status()
+    assert not status.healthy and "shrank" in (status.error or "")
+    source.close()
