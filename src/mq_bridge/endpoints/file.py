@@ -21,6 +21,10 @@ Features
       opens a file ending in such a fragment first terminates it, so a new record never
       glues onto it. Records that cannot be decoded are logged and skipped.
     - `nack` rewinds to the nacked batch: it and everything after it is delivered again.
+    - `raw` records carry no id: theirs is derived from the file and the byte offset, so a
+      redelivered record keeps its id. ``MQB_SOURCE_METADATA=1`` adds
+      ``mqb.src.file_path`` and ``mqb.src.file_offset``. A file cut below what was read
+      shows as unhealthy in `status()`.
 
 Options
     path              the file (required)
