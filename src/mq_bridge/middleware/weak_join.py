@@ -221,6 +221,8 @@ class WeakJoinInput(InputMiddleware):
             for key, group in list(self._groups.items()):
                 if not group.drop_sources(failed):
                     del self._groups[key]
+            # Not handed out yet and wholly from nacked batches: those come again.
+            self._ready = [r for r in self._ready if not r[1] or not set(r[1]) <= failed]
 
 
 def _rule_from(options: Mapping[str, Any]) -> JoinRule:

@@ -88,6 +88,24 @@ def test_nack_of_a_joined_message_redelivers_its_members():
     assert source.acked == messages and source.nacked == messages
 
 
+class WholeListInput(ListInput):
+    """Hands out everything it has in one batch, whatever `max_messages` says."""
+
+    def receive(self, max_messages, timeout):
+        return super().receive(100, timeout)
+
+
+def test_nack_drops_waiting_messages_of_the_nacked_batches_as_they_come_again():
+    messages = [member("a", 1), member("a", 2), Message(b"plain")]
+    source = WholeListInput(messages, any_order=True)
+    wrapped = join(source)
+    first = wrapped.receive(1, 0)  # the joined message; plain waits in the wrapper
+    assert first.messages[0].json() == [1, 2]
+    wrapped.nack(first)  # the source batch held all three: they come again
+    again = wrapped.receive(10, 0)
+    assert [m.payload for m in again.messages] == [b"[1,2]", b"plain"]  # plain once, not twice
+
+
 def test_ack_on_receive_settles_members_when_held():
     source = ListInput([member("a", 1)])
     wrapped = join(source, ack="on_receive")
