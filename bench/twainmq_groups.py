@@ -208,17 +208,25 @@ def main():
             with tempfile.TemporaryDirectory() as root:
                 root = Path(root) / "store"
                 root.mkdir()
-                if scenario == "share":
-                    results.append(share_once(root, args.timeout))
-                elif scenario == "failover":
-                    results.append(failover_once(root, args.timeout))
-                else:
-                    results.append(throughput_once(root, args.count))
+                try:
+                    results.append(run_scenario(scenario, root, args))
+                except Exception as error:  # a package under test that breaks is a result too
+                    print(f"{scenario}: failed: {type(error).__name__}: {error}")
+                    results.append(None)
         report(scenario, results, args.timeout)
+
+
+def run_scenario(scenario, root, args):
+    if scenario == "share":
+        return share_once(root, args.timeout)
+    if scenario == "failover":
+        return failover_once(root, args.timeout)
+    return throughput_once(root, args.count)
 
 
 def report(scenario, results, timeout):
     if scenario == "throughput":
+        results = [r for r in results if r is not None]
         for index, clock in enumerate(("wall clock", "CPU time")):
             plain = statistics.median(r[0][index] for r in results)
             group = statistics.median(r[1][index] for r in results)

@@ -5,7 +5,13 @@ member coordinates through locks and atomically replaced JSON files there.
 See docs/design.md, "Consumer groups", for the protocol and its failure cases.
 """
 
-from twainmq.groups.admin import GroupDescription, MemberDescription, describe_group, reset_offsets
+from twainmq.groups.admin import (
+    GroupDescription,
+    MemberDescription,
+    describe_group,
+    group_lag,
+    reset_offsets,
+)
 from twainmq.groups.assignor import assign_partitions
 from twainmq.groups.consumer import GroupConsumer, join_group
 from twainmq.groups.errors import (
@@ -38,6 +44,7 @@ __all__ = [
     "PartitionNotOwnedError",
     "assign_partitions",
     "describe_group",
+    "group_lag",
     "join_group",
     "list_groups",
     "reset_offsets",

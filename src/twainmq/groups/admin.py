@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
 from twainmq.groups.commits import read_commits, write_commits
 from twainmq.groups.errors import GroupActiveError, GroupNotFoundError
@@ -71,6 +73,20 @@ def _describe_member(paths: GroupPaths, state: GroupState, member: str) -> Membe
         status=member_status(paths, member, _DESCRIBE_SESSION_TIMEOUT),
         partitions=sorted(state.assignment.get(member, [])),
     )
+
+
+class TopicEnds(Protocol):
+    """What group_lag needs from a store (``Twain`` has both)."""
+
+    @property
+    def root_dir(self) -> Path: ...
+    def end_offsets(self, topic_name: str) -> dict[int, int]: ...
+
+
+def group_lag(store: TopicEnds, topic: str, group: str) -> dict[int, PartitionLag]:
+    """End offset, committed offset and lag of every partition, for ``group`` on ``topic``."""
+    paths = GroupPaths.of(store.root_dir, topic, group)
+    return describe_group(paths, store.end_offsets(topic)).partitions
 
 
 def reset_offsets(paths: GroupPaths, offsets: Mapping[int, int]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any, Protocol
 
 from twainmq.consumer import Consumer
@@ -34,6 +35,8 @@ class EngineConsumer(Protocol):
     def position(self, partition: int) -> int: ...
     def seek(self, partition: int, offset: int) -> None: ...
     def end_offsets(self) -> dict[int, int]: ...
+    def beginning_offsets(self) -> dict[int, int]: ...
+    def seek_to_timestamp(self, when: datetime | float) -> dict[int, int]: ...
     def poll(self, timeout: float | None = None) -> Any: ...
     def poll_many(self, n: int = 10, timeout: float | None = None) -> list[Any]: ...
     def close(self) -> None: ...
@@ -146,9 +149,17 @@ class GroupConsumer:
         self._require_owned(partition)
         self._engine.seek(partition, offset)
 
+    def seek_to_timestamp(self, when: datetime | float) -> dict[int, int]:
+        """Seek every owned partition to its first message at or after ``when``."""
+        return self._engine.seek_to_timestamp(when)
+
     def end_offsets(self) -> dict[int, int]:
         """The end offset (offset of the next message written) of every partition."""
         return self._engine.end_offsets()
+
+    def beginning_offsets(self) -> dict[int, int]:
+        """The oldest offset still kept, of every partition."""
+        return self._engine.beginning_offsets()
 
     def lag(self) -> dict[int, PartitionLag]:
         """End offset, committed offset, position and lag of each owned partition."""

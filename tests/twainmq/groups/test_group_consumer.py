@@ -7,7 +7,7 @@ import pytest
 
 from tests.twainmq.groups.conftest import wait_until
 from twainmq import Twain
-from twainmq.groups import CommitFencedError, PartitionNotOwnedError
+from twainmq.groups import CommitFencedError, PartitionNotOwnedError, group_lag
 
 SEED = Path("/work/shared/seeds/000_670d27287a2706b5.txt")
 
@@ -170,12 +170,24 @@ def test_lag_per_partition(tmq):
     write(tmq, 40)
     with tmq.consumer("events", group="g") as consumer:
         read = drain(consumer, 40)
+        consumer.commit()
         consumer.commit({read[0].partition: 0})
         lag = consumer.lag()
         assert sorted(lag) == [0, 1, 2, 3]
         assert sum(entry.end_offset for entry in lag.values()) == 40
         zero = lag[read[0].partition]
         assert zero.committed == 0 and zero.lag == zero.end_offset
+    whole_group = group_lag(tmq, "events", "g")
+    assert whole_group[read[0].partition].lag == zero.end_offset
+    assert sum(entry.lag for entry in whole_group.values()) == zero.end_offset  # others: none
+
+
+def test_seek_to_timestamp_rewinds_owned_partitions(tmq):
+    write(tmq, 12)
+    with tmq.consumer("events", group="g") as consumer:
+        assert len(drain(consumer, 12)) == 12
+        assert consumer.seek_to_timestamp(0) == consumer.beginning_offsets()
+        assert len(drain(consumer, 12)) == 12
 
 
 def test_poll_with_timeout_waits_for_a_message_written_later(tmq):
