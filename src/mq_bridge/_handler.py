@@ -98,10 +98,15 @@ class HandlerStage(OutputMiddleware):
         origins: list[int] = []
         failures: dict[int, BaseException] = {}
         pending: list[tuple[int, Any]] = []
+        may_await = self._may_await
         for index, message in enumerate(messages):
             try:
                 result = handler(message)
-                if self._may_await and inspect.isawaitable(result):
+                if result is message:  # the common pass-through: nothing to convert
+                    results.append(message)
+                    origins.append(index)
+                    continue
+                if may_await and inspect.isawaitable(result):
                     pending.append((index, result))
                     continue
                 output = convert(result, message)
