@@ -177,6 +177,8 @@ class _Batch:
         self.pending: dict[PartitionLog, tuple[list[bytes], list[int]]] = {}
         self.sizes: dict[PartitionLog, int] = {}
         self.written: dict[int, list[range]] = {}
+        # A chunk never spans more than a segment, so batches roll like single writes.
+        self.chunk_bytes = min(_CHUNK_BYTES, producer._topic.config.segment_bytes // 2)
 
     def add(self, key: Any, message: Any) -> None:
         """Encode one message into its partition's pending chunk."""
@@ -202,7 +204,7 @@ class _Batch:
         parts.append(payload)
         size += 8 + len(prefix) + len(payload)
         self.sizes[log] = size
-        if size >= _CHUNK_BYTES:
+        if size >= self.chunk_bytes:
             self._write(log)
 
     def _prefix(self, key: Any) -> tuple[PartitionLog, bytes, int, type, list[Any], list[int]]:
