@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from twainmq.consumer import Consumer
-from twainmq.errors import InvalidOptionError
+from twainmq.errors import ClosedError, InvalidOptionError
 from twainmq.groups.commits import write_commits
 from twainmq.groups.errors import CommitFencedError, PartitionNotOwnedError
 from twainmq.groups.lag import PartitionLag, partition_lags
@@ -70,7 +70,7 @@ class GroupConsumer:
         self._on_assign = on_assign
         self._on_revoke = on_revoke
         self._committed_by_me: dict[int, int] = {}
-        self._closed = False
+        self._closed = self._closing = False
         self._paths = paths
         self._assign_engine({})
         self._member = GroupMember(paths, partitions, timing, self._initialize_commits)
@@ -124,6 +124,8 @@ class GroupConsumer:
         ``offsets`` maps partition -> next offset to read. Raises
         CommitFencedError if any of them is not owned by this member.
         """
+        if self._closed:
+            raise ClosedError(f"group consumer of group {self.group!r} is closed")
         if offsets is None:
             offsets = {p: self._engine.position(p) for p in self._member.owned()}
         changed = {p: o for p, o in offsets.items() if self._committed_by_me.get(p) != o}
@@ -170,12 +172,13 @@ class GroupConsumer:
 
     def close(self) -> None:
         """Give up every partition (``on_revoke`` first) and leave the group at once."""
-        if self._closed:
+        if self._closed or self._closing:
             return
-        self._closed = True
+        self._closing = True  # on_revoke may still commit while we close
         try:
             self._revoke(sorted(self._member.owned()))
         finally:
+            self._closed = True
             self._member.leave()
             self._engine.close()
 
@@ -192,6 +195,8 @@ class GroupConsumer:
         )
 
     def _notice_group(self) -> None:
+        if self._closed:
+            raise ClosedError(f"group consumer of group {self.group!r} is closed")
         if self._member.refresh():
             self._update_ownership()
 

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from twainmq.config import check_topic_name
 from twainmq.groups.errors import InvalidGroupNameError
 
 GROUPS_DIR = ".groups"
@@ -43,8 +44,7 @@ class GroupPaths:
     @classmethod
     def of(cls, root: str | Path, topic: str, group: str) -> GroupPaths:
         """Paths of ``group`` on ``topic`` under the store ``root`` (names validated)."""
-        validate_group_name(topic)
-        return cls(Path(root), topic, validate_group_name(group))
+        return cls(Path(root), check_topic_name(topic), validate_group_name(group))
 
     @property
     def directory(self) -> Path:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from tests.twainmq.groups.conftest import wait_until
-from twainmq import Twain
+from twainmq import ClosedError, Twain
 from twainmq.groups import CommitFencedError, PartitionNotOwnedError, group_lag
 
 SEED = Path("/work/shared/seeds/000_670d27287a2706b5.txt")
@@ -230,3 +230,13 @@ def test_bad_options_name_the_value(tmq):
         tmq.consumer("events", group="g", session_timeout=0)
     with pytest.raises(ValueError, match="'a/b'"):
         tmq.consumer("events", group="a/b")
+
+
+def test_a_closed_group_consumer_refuses_work(tmq):
+    consumer = tmq.consumer("events", group="g")
+    consumer.close()
+    consumer.close()  # twice is harmless
+    with pytest.raises(ClosedError):
+        consumer.poll()
+    with pytest.raises(ClosedError):
+        consumer.commit()
