@@ -56,6 +56,12 @@ def file_group_case(tmp_path: Path) -> ContractCase:
     return ContractCase({"file": {"path": path, "format": "json"}}, reader)
 
 
+def file_consume_case(tmp_path: Path) -> ContractCase:
+    path = str(tmp_path / "contract.jsonl")
+    reader = {"file": {"path": path, "mode": "consume", "delete": True}}
+    return ContractCase({"file": {"path": path}}, reader, bounded=True)
+
+
 def twain_case(tmp_path: Path) -> ContractCase:
     """One partition, so that the suite's order checks hold; the reader is a group member."""
     store = {"root": str(tmp_path / "store"), "topic": "contract", "create": {"partitions": 1}}
@@ -67,6 +73,7 @@ CASES: dict[str, Callable[[Path], ContractCase]] = {
     "memory-url": memory_url_case,
     "file-consume-delete": file_consume_delete_case,
     "file-group": file_group_case,
+    "file-consume": file_consume_case,
     "twain": twain_case,
 }
 
