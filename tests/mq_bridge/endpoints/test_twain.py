@@ -1,0 +1,237 @@
+"""The `twain` endpoint against a real twainmq store in `tmp_path`."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mq_bridge import Consumer, Message, Publisher, Route
+from mq_bridge._factory import build_input, build_output, new_context
+from mq_bridge.endpoints.twain import TwainInput
+from mq_bridge.errors import ConfigError, EndpointError, SendError
+from twainmq import Twain
+from twainmq.groups import list_groups
+
+
+def endpoint(tmp_path: Path, **options: Any) -> dict[str, Any]:
+    return {"twain": {"root": str(tmp_path / "store"), "topic": "orders", **options}}
+
+
+def poll_all(consumer: Consumer, count: int, timeout: float = 20.0) -> list[Message]:
+    got: list[Message] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        got += consumer.poll(max=count - len(got), timeout_ms=200)
+    return got
+
+
+def test_a_plain_twainmq_consumer_reads_the_records_as_bytes(tmp_path: Path) -> None:
+    config = endpoint(tmp_path, create={"partitions": 2})
+    with Publisher.from_config(config) as publisher:
+        publisher.send(Message(b"hello", {"kind": "greeting"}))
+    with Twain(tmp_path / "store").consumer("orders") as plain:
+        record = plain.poll(timeout=5)
+    assert isinstance(record.message, bytes) and record.message.endswith(b"hello")
+
+
+def test_records_of_a_plain_producer_are_read_with_stable_ids(tmp_path: Path) -> None:
+    store = Twain(tmp_path / "store")
+    store.create_topic("orders")
+    with store.producer("orders") as producer:
+        producer.write_message(1, "text")
+        producer.write_message(1, b"\x00raw")
+    config = endpoint(tmp_path, group="g")
+    with Consumer.from_config(config) as consumer:
+        first = poll_all(consumer, 2)
+    with Consumer.from_config(config) as consumer:  # nothing committed: delivered again
+        again = poll_all(consumer, 2)
+    assert [m.payload for m in first] == [b"text", b"\x00raw"]
+    assert [m.id for m in again] == [m.id for m in first]
+
+
+def test_key_from_sends_equal_keys_to_one_partition(tmp_path: Path) -> None:
+    config = endpoint(tmp_path, create={"partitions": 4, "key_type": "char16"}, key_from="user")
+    with Publisher.from_config(config) as publisher:
+        publisher.send_batch([Message(str(n).encode(), {"user": f"u{n % 3}"}) for n in range(30)])
+    partitions: dict[str, set[int]] = {}
+    with Twain(tmp_path / "store").consumer("orders") as plain:
+        for record in iter(lambda: plain.poll(timeout=0.5), None):
+            partitions.setdefault(record.key, set()).add(record.partition)
+    assert sorted(partitions) == ["u0", "u1", "u2"]
+    assert all(len(found) == 1 for found in partitions.values())
+
+
+def test_source_metadata_names_topic_partition_and_offset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MQB_SOURCE_METADATA", "1")
+    config = endpoint(tmp_path, create={}, group="g")
+    with Publisher.from_config(config) as publisher:
+        publisher.send_batch([b"a", b"b"])
+    with Consumer.from_config(config) as consumer:
+        got = poll_all(consumer, 2)
+    assert [m.metadata for m in got] == [
+        {"mqb.src.twain_topic": "orders", "mqb.src.twain_partition": "0", "mqb.src.twain_offset": o}
+        for o in ("0", "1")
+    ]
+
+
+def test_pending_is_the_groups_lag_over_every_partition(tmp_path: Path) -> None:
+    config = endpoint(tmp_path, create={"partitions": 3}, group="g")
+    with Publisher.from_config(config) as publisher:
+        publisher.send_batch([f"m{n}".encode() for n in range(12)])
+    with Consumer.from_config(config) as consumer:
+        assert consumer.status()["pending"] == 12
+        got = poll_all(consumer, 5)
+        assert consumer.status()["pending"] == 12  # polled is not committed
+        consumer.commit()
+        assert consumer.status()["pending"] == 12 - len(got)
+        assert consumer.status()["details"]["assignment"] == [0, 1, 2]
+
+
+def test_start_from_now_skips_what_was_written_before_the_group(tmp_path: Path) -> None:
+    config = endpoint(tmp_path, create={}, group="late", start_from="now")
+    with Publisher.from_config(config) as publisher:
+        publisher.send(b"before")
+        with Consumer.from_config(config) as consumer:
+            publisher.send(b"after")
+            assert [m.payload for m in poll_all(consumer, 1)] == [b"after"]
+
+
+def test_a_nack_rewinds_only_the_partitions_of_the_batch(tmp_path: Path) -> None:
+    config = endpoint(tmp_path, create={"partitions": 2, "key_type": "u8"}, key_from="p", group="g")
+    with Publisher.from_config(config) as publisher:
+        publisher.send_batch([Message(f"m{n}".encode(), {"p": str(n % 2)}) for n in range(8)])
+    source = build_input(config, new_context("test"))
+    source.connect()
+    try:
+        first = source.receive(8, 5.0)
+        source.nack(first)
+        source.nack(first)  # twice is harmless
+        again: list[Message] = []
+        while len(again) < 8:
+            again += source.receive(8, 5.0).messages
+        assert sorted(m.payload for m in again) == sorted(m.payload for m in first.messages)
+    finally:
+        source.close()
+
+
+def test_two_members_of_a_group_share_the_partitions_and_each_message_once(
+    tmp_path: Path,
+) -> None:
+    config = endpoint(tmp_path, create={"partitions": 4}, group="workers")
+    total = 400
+    with Publisher.from_config(config) as publisher:
+        publisher.send_batch([str(n).encode() for n in range(total)])
+    seen: list[list[int]] = [[], []]
+    done = threading.Event()
+
+    def work(index: int) -> None:
+        with Consumer.from_config(config) as consumer:
+            while not done.is_set():
+                seen[index] += [int(m.payload) for m in consumer.poll(max=7, timeout_ms=50)]
+                consumer.commit()
+                time.sleep(0.002)  # both must join before the first one drains everything
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in (0, 1)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while len(seen[0]) + len(seen[1]) < total and time.monotonic() < deadline:
+        time.sleep(0.01)
+    done.set()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(seen[0] + seen[1]) == list(range(total))  # each once: no rebalance overlap
+    assert seen[0] and seen[1]
+
+
+def test_a_route_moves_messages_between_topics_keeping_id_and_metadata(tmp_path: Path) -> None:
+    root = str(tmp_path / "store")
+    config = {
+        "input": {"twain": {"root": root, "topic": "in", "create": {"partitions": 2}}},
+        "output": {"twain": {"root": root, "topic": "out", "create": {}, "fsync": "batch"}},
+    }
+    sent = [Message(f"{n}".encode(), {"n": str(n)}) for n in range(50)]
+    with Publisher.from_config({"twain": config["input"]["twain"]}) as publisher:
+        publisher.send_batch(sent)
+    route = Route.from_config(config, "enrich").with_handler(lambda m: m.payload + b"!")
+    with route:
+        reader = {"twain": {"root": root, "topic": "out", "group": "check"}}
+        with Consumer.from_config(reader) as consumer:
+            got = poll_all(consumer, 50)
+    assert sorted((m.id, m.metadata["n"], m.payload) for m in got) == sorted(
+        (m.id, m.metadata["n"], m.payload + b"!") for m in sent
+    )
+    groups = [(g.topic, g.group) for g in list_groups(root)]
+    assert ("in", "enrich") in groups  # the route's name is its group
+
+
+def test_a_missing_topic_fails_connect_and_says_how_to_create_it(tmp_path: Path) -> None:
+    with pytest.raises(EndpointError, match=r"'orders' does not exist.*create"):
+        Publisher.from_config(endpoint(tmp_path))
+
+
+def test_a_route_name_that_is_not_a_group_name_asks_for_group(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="set `group`"):
+        build_input(endpoint(tmp_path, create={}), new_context("my route"))
+
+
+def test_bad_options_are_refused_by_the_schema(tmp_path: Path) -> None:
+    for bad in ({"topic": "../x"}, {"fsync": "sometimes"}, {"create": {"partitions": 0}}):
+        with pytest.raises(ConfigError, match="twain"):
+            Publisher.from_config(endpoint(tmp_path, **bad))
+
+
+def test_an_oversize_message_fails_alone(tmp_path: Path) -> None:
+    config = endpoint(tmp_path, create={"max_message_bytes": 100})
+    output = build_output(config, new_context("test"))
+    output.connect()
+    try:
+        with pytest.raises(SendError) as failed:
+            output.send([Message(b"small"), Message(b"x" * 200), Message(b"ok")])
+        assert list(failed.value.failures) == [1]
+        assert "max_message_bytes 100" in str(failed.value.failures[1])
+        with pytest.raises(EndpointError, match="larger than"):
+            output.send_one(Message(b"x" * 200))
+    finally:
+        output.close()
+    with Twain(tmp_path / "store").consumer("orders") as plain:
+        records = [r.message for r in iter(lambda: plain.poll(timeout=0.5), None)]
+    assert len(records) == 2 and records[0].endswith(b"small") and records[1].endswith(b"ok")
+
+
+@pytest.mark.parametrize("fsync", ["always", "batch"])
+def test_synced_outputs_write_single_and_batched_sends(tmp_path: Path, fsync: str) -> None:
+    config = endpoint(tmp_path, create={}, fsync=fsync, group="g")
+    with Publisher.from_config(config) as publisher:
+        publisher.send(b"one")
+        publisher.send_batch([b"two", b"three"])
+    with Consumer.from_config(config) as consumer:
+        assert [m.payload for m in poll_all(consumer, 3)] == [b"one", b"two", b"three"]
+
+
+def test_an_ack_for_a_partition_that_moved_does_not_fail(tmp_path: Path) -> None:
+    config = endpoint(tmp_path, create={"partitions": 2}, group="g")
+    with Publisher.from_config(config) as publisher:
+        publisher.send_batch([str(n).encode() for n in range(20)])
+    first = build_input(config, new_context("test"))
+    first.connect()
+    assert isinstance(first, TwainInput)
+    batch = first.receive(20, 5.0)
+    second = build_input(config, new_context("test"))
+    second.connect()
+    try:
+        deadline = time.monotonic() + 10
+        while len(first.status().details["assignment"]) > 1 and time.monotonic() < deadline:
+            first.receive(1, 0.01)  # polling lets the first member hand a partition over
+        first.ack(batch)  # commits the partition it kept; the other is redelivered there
+        assert first.status().details["assignment"] != []
+        assert len(first.status().details["assignment"]) == 1
+    finally:
+        first.close()
+        second.close()
