@@ -36,13 +36,13 @@ Handler = Callable[[Message], Any]
 def to_output_message(result: Any, source: Message) -> Message | None:
     """The message a handler's `result` stands for, given the `source` it handled."""
     kind = type(result)
-    if kind is Message or (kind is not bytes and isinstance(result, Message)):
-        correlation_id = source._metadata.get("correlation_id")
-        if correlation_id is None or result._metadata.get("correlation_id") == correlation_id:
-            return result
-        return result.with_metadata(correlation_id=correlation_id)
+    # Messages are immutable, so a result may share the source's metadata dict.
+    if kind is dict or kind is list:  # the usual JSON results first: one type check
+        return Message._trusted(_dump_json(result), source._metadata, source._id)
     if result is None:
         return None
+    if kind is Message or isinstance(result, Message):
+        return _keep_correlation(result, source)
     if kind is bytes:
         payload = result
     elif kind is str:
@@ -51,8 +51,14 @@ def to_output_message(result: Any, source: Message) -> Message | None:
         payload = bytes(result)
     else:
         payload = _dump_json(result)
-    # Messages are immutable, so the result may share the source's metadata dict.
     return Message._trusted(payload, source._metadata, source._id)
+
+
+def _keep_correlation(result: Message, source: Message) -> Message:
+    correlation_id = source._metadata.get("correlation_id")
+    if correlation_id is None or result._metadata.get("correlation_id") == correlation_id:
+        return result
+    return result.with_metadata(correlation_id=correlation_id)
 
 
 class KindDispatcher:
