@@ -20,7 +20,13 @@ def test_splitmix64_matches_the_reference_generator() -> None:
 
 @pytest.mark.parametrize(
     ("name", "width", "text"),
-    [("u8", 1, False), ("u16", 2, False), ("u32", 4, False), ("u64", 8, False), ("char10", 10, True)],
+    [
+        ("u8", 1, False),
+        ("u16", 2, False),
+        ("u32", 4, False),
+        ("u64", 8, False),
+        ("char10", 10, True),
+    ],
 )
 def test_key_types_parse(name: str, width: int, text: bool) -> None:
     key_type = parse_key_type(name)

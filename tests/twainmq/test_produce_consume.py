@@ -185,7 +185,7 @@ def test_oversize_messages_are_refused_by_size(tmq: Twain) -> None:
     tmq.create_topic("t", max_message_bytes=1000)
     producer = tmq.producer("t")
     producer.write_message(1, "x" * 1000)
-    with pytest.raises(MessageTooLargeError, match="1001 bytes .* max_message_bytes 1000"):
+    with pytest.raises(MessageTooLargeError, match=r"1001 bytes .* max_message_bytes 1000"):
         producer.write_message(1, "x" * 1001)
     with pytest.raises(MessageTooLargeError):
         producer.write_messages([(1, "ok"), (1, b"y" * 1001)])

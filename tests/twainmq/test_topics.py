@@ -90,7 +90,7 @@ def test_unreadable_config_is_named(tmq: Twain) -> None:
     tmq.create_topic("events")
     path = tmq.root_dir / "events.twc"
     path.write_text("{not json")
-    with pytest.raises(TopicConfigError, match="events.twc"):
+    with pytest.raises(TopicConfigError, match=r"events\.twc"):
         tmq.producer("events")
     path.write_text(json.dumps({"format_version": 99, "name": "events"}))
     with pytest.raises(TopicConfigError, match="format_version 99"):

@@ -1,0 +1,100 @@
+"""Many processes: concurrent appends stay contiguous and unique; kill -9 loses no ack."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from twainmq import Twain
+
+WRITER = str(Path(__file__).with_name("writer_process.py"))
+
+
+def start_writer(root: Path, writer: str, count: int, fsync: str, acks: Path) -> subprocess.Popen:  # type: ignore[type-arg]
+    args = [sys.executable, WRITER, str(root), "t", writer, str(count), fsync, str(acks)]
+    return subprocess.Popen(args, stderr=subprocess.PIPE)
+
+
+def read_acks(path: Path) -> list[tuple[int, str, str]]:
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    return [(int(s), p, o) for s, p, o in (line.split() for line in lines if line.count(" ") == 2)]
+
+
+def check_log(tmq: Twain) -> dict[str, dict[int, tuple[int, int]]]:
+    """Read all; check offsets are contiguous; return writer -> seq -> (partition, offset)."""
+    found: dict[str, dict[int, tuple[int, int]]] = {}
+    by_partition: dict[int, list[int]] = {}
+    for message in tmq.consumer("t"):
+        writer, seq = message.message.split(":")
+        assert int(seq) not in found.setdefault(writer, {}), f"duplicate {message}"
+        found[writer][int(seq)] = (message.partition, message.offset)
+        by_partition.setdefault(message.partition, []).append(message.offset)
+    for offsets in by_partition.values():
+        assert offsets == list(range(len(offsets)))
+    return found
+
+
+@pytest.mark.slow
+def test_writers_in_many_processes_get_contiguous_unique_offsets(
+    tmq: Twain, tmp_path: Path
+) -> None:
+    tmq.create_topic("t", partitions=2, segment_bytes=64 * 1024)
+    writers = [
+        start_writer(tmq.root_dir, f"w{i}", 2000, "never", tmp_path / f"w{i}.acks")
+        for i in range(4)
+    ]
+    consumer = tmq.consumer("t")
+    seen: Counter[tuple[int, int]] = Counter()
+    deadline = time.monotonic() + 120
+    while len(seen) < 8000 and time.monotonic() < deadline:
+        for message in consumer.poll_many(500, timeout=0.1):
+            seen[(message.partition, message.offset)] += 1
+    for process in writers:
+        assert process.wait(timeout=60) == 0, process.stderr.read()  # type: ignore[union-attr]
+    assert len(seen) == 8000 and set(seen.values()) == {1}
+    found = check_log(tmq)
+    for i in range(4):
+        assert sorted(found[f"w{i}"]) == list(range(2000))
+        for seq, partition, offset in read_acks(tmp_path / f"w{i}.acks"):
+            if partition != "-":
+                assert found[f"w{i}"][seq] == (int(partition), int(offset))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fsync", ["never", "always"])
+def test_kill_9_mid_stream_loses_no_acknowledged_write(
+    tmq: Twain, tmp_path: Path, fsync: str
+) -> None:
+    tmq.create_topic("t", partitions=2, segment_bytes=16 * 1024)
+    rng = random.Random(fsync)
+    acked: dict[str, set[int]] = {}
+    for round_number in range(6):
+        names = [f"r{round_number}w{i}" for i in range(2)]
+        writers = [
+            start_writer(tmq.root_dir, n, 10**6, fsync, tmp_path / f"{n}.acks") for n in names
+        ]
+        time.sleep(rng.uniform(0.3, 0.6))
+        for process in writers:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+        found = check_log(tmq)  # no TopicCorruptError, offsets contiguous
+        for name in names:
+            acks = read_acks(tmp_path / f"{name}.acks")
+            acked[name] = {seq for seq, _, _ in acks}
+            for seq, partition, offset in acks:
+                if partition != "-":  # a single write: it is where write_message said
+                    assert found[name][seq] == (int(partition), int(offset))
+        for name, seqs in acked.items():
+            missing = seqs - set(found.get(name, {}))
+            assert not missing, f"{name}: acknowledged but lost: {sorted(missing)[:10]}"
+    assert sum(len(s) for s in acked.values()) > 100  # the writers really wrote
