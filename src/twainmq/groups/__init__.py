@@ -24,7 +24,7 @@ from twainmq.groups.errors import (
 )
 from twainmq.groups.lag import PartitionLag
 from twainmq.groups.layout import GroupPaths, list_groups
-from twainmq.groups.member import GroupMember, GroupTiming
+from twainmq.groups.member import GroupMember, GroupSettings
 from twainmq.groups.membership import MemberStatus
 
 __all__ = [
@@ -36,7 +36,7 @@ __all__ = [
     "GroupMember",
     "GroupNotFoundError",
     "GroupPaths",
-    "GroupTiming",
+    "GroupSettings",
     "InvalidGroupNameError",
     "MemberDescription",
     "MemberStatus",

@@ -26,16 +26,19 @@ def read_commits(paths: GroupPaths) -> dict[int, int]:
     return {int(p): int(o) for p, o in document["offsets"].items()}
 
 
-def write_commits(paths: GroupPaths, offsets: Mapping[int, int]) -> None:
+def write_commits(paths: GroupPaths, offsets: Mapping[int, int], durable: bool = True) -> None:
     """Merge ``offsets`` into the committed offsets. Call with the group lock held."""
     merged = read_commits(paths)
     merged.update(offsets)
     document = {"offsets": {str(p): o for p, o in sorted(merged.items())}}
-    write_json_atomic(paths.commits, document)
+    write_json_atomic(paths.commits, document, durable)
 
 
 def commit_fenced(
-    paths: GroupPaths, offsets: Mapping[int, int], held_epochs: Mapping[int, int]
+    paths: GroupPaths,
+    offsets: Mapping[int, int],
+    held_epochs: Mapping[int, int],
+    durable: bool = True,
 ) -> None:
     """Commit ``offsets`` if the caller really owns every partition in them.
 
@@ -52,4 +55,4 @@ def commit_fenced(
         ]
         if refused:
             raise CommitFencedError(paths.group, refused)
-        write_commits(paths, offsets)
+        write_commits(paths, offsets, durable)

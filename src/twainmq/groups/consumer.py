@@ -19,7 +19,7 @@ from twainmq.groups.commits import write_commits
 from twainmq.groups.errors import CommitFencedError, PartitionNotOwnedError
 from twainmq.groups.lag import PartitionLag, partition_lags
 from twainmq.groups.layout import GroupPaths
-from twainmq.groups.member import GroupMember, GroupTiming
+from twainmq.groups.member import GroupMember, GroupSettings
 from twainmq.topic import OpenTopic
 
 PartitionsCallback = Callable[[list[int]], None]
@@ -60,7 +60,7 @@ class GroupConsumer:
         start_from: str = "start",
         on_assign: PartitionsCallback | None = None,
         on_revoke: PartitionsCallback | None = None,
-        timing: GroupTiming | None = None,
+        settings: GroupSettings | None = None,
     ) -> None:
         if start_from not in START_FROM:
             raise InvalidOptionError(f'start_from must be "start" or "now", not {start_from!r}')
@@ -73,7 +73,7 @@ class GroupConsumer:
         self._closed = self._closing = False
         self._paths = paths
         self._assign_engine({})
-        self._member = GroupMember(paths, partitions, timing, self._initialize_commits)
+        self._member = GroupMember(paths, partitions, settings, self._initialize_commits)
         self._update_ownership()
 
     @property
@@ -255,22 +255,28 @@ def join_group(
     on_assign: PartitionsCallback | None = None,
     on_revoke: PartitionsCallback | None = None,
     session_timeout: float = 10.0,
+    durable_commits: bool = True,
     **engine_options: Any,
 ) -> GroupConsumer:
     """Join ``group`` on an opened topic: what ``Twain.consumer(topic, group=...)`` returns.
 
     ``session_timeout``: seconds without a poll after which a member counts as
-    hung and is expelled. ``engine_options`` go to the engine's Consumer.
+    hung and is expelled. ``durable_commits=False``: commits are not fsynced
+    (they survive a process crash, not a power cut). ``engine_options`` go to
+    the engine's Consumer.
     """
     root = topic.directory.parent
     paths = GroupPaths.of(root, topic.name, group)
     if start_from not in START_FROM:
         raise InvalidOptionError(f'start_from must be "start" or "now", not {start_from!r}')
     engine = Consumer(topic, start_from, **engine_options)
-    timing = GroupTiming(session_timeout=_positive("session_timeout", session_timeout))
+    settings = GroupSettings(
+        session_timeout=_positive("session_timeout", session_timeout),
+        durable_commits=bool(durable_commits),
+    )
     try:
         return GroupConsumer(
-            engine, paths, topic.partitions, start_from, on_assign, on_revoke, timing
+            engine, paths, topic.partitions, start_from, on_assign, on_revoke, settings
         )
     except BaseException:
         engine.close()

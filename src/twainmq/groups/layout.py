@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from twainmq.config import check_topic_name
@@ -46,27 +47,27 @@ class GroupPaths:
         """Paths of ``group`` on ``topic`` under the store ``root`` (names validated)."""
         return cls(Path(root), check_topic_name(topic), validate_group_name(group))
 
-    @property
+    @cached_property
     def directory(self) -> Path:
         """The group's own directory."""
         return self.root / GROUPS_DIR / self.topic / self.group
 
-    @property
+    @cached_property
     def lock(self) -> Path:
         """The lock that serializes state and commit changes."""
         return self.directory / "group.lock"
 
-    @property
+    @cached_property
     def state(self) -> Path:
         """The group state file (generation, members, assignment, epochs)."""
         return self.directory / "state.json"
 
-    @property
+    @cached_property
     def commits(self) -> Path:
         """The committed offsets file."""
         return self.directory / "commits.json"
 
-    @property
+    @cached_property
     def members(self) -> Path:
         """The directory of member files."""
         return self.directory / "members"

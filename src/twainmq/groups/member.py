@@ -27,12 +27,17 @@ from twainmq.groups.state import GroupState, load_state
 
 
 @dataclass(frozen=True)
-class GroupTiming:
-    """How fast a member notices things (seconds)."""
+class GroupSettings:
+    """How a member behaves: how fast it notices things (seconds), how it commits.
+
+    ``durable_commits=False`` skips the fsyncs of each commit: about 20x more
+    commits per second, safe against a process crash but not a power cut.
+    """
 
     session_timeout: float = 10.0
     check_interval: float = 0.005
     liveness_interval: float = 0.1
+    durable_commits: bool = True
 
     @property
     def heartbeat_interval(self) -> float:
@@ -47,12 +52,12 @@ class GroupMember:
         self,
         paths: GroupPaths,
         partitions: int,
-        timing: GroupTiming | None = None,
+        settings: GroupSettings | None = None,
         on_create: Callable[[], None] | None = None,
     ) -> None:
         self.paths = paths
         self.partitions = partitions
-        self.timing = timing or GroupTiming()
+        self.settings = settings or GroupSettings()
         self._on_create = on_create
         self.next_check = self._next_heartbeat = self._next_liveness = 0.0
         self._join()
@@ -66,7 +71,7 @@ class GroupMember:
         self._file = MemberFile(self.paths, self.member_id)
         self._locks = PartitionLocks(self.paths, self.member_id)
         change = MembershipChange({self.member_id: self._file.info}, on_create=self._on_create)
-        self._adopt(*rebalance(self.paths, self.partitions, self.timing.session_timeout, change))
+        self._adopt(*rebalance(self.paths, self.partitions, self.settings.session_timeout, change))
 
     def _adopt(self, state: GroupState, stat: os.stat_result) -> None:
         self.state = state
@@ -95,13 +100,13 @@ class GroupMember:
         now = time.monotonic()
         if now < self.next_check:
             return False
-        self.next_check = now + self.timing.check_interval
+        self.next_check = now + self.settings.check_interval
         if now >= self._next_heartbeat:
             self._file.heartbeat()
-            self._next_heartbeat = now + self.timing.heartbeat_interval
+            self._next_heartbeat = now + self.settings.heartbeat_interval
         changed = self._reload_if_changed()
         if now >= self._next_liveness:
-            self._next_liveness = now + self.timing.liveness_interval
+            self._next_liveness = now + self.settings.liveness_interval
             changed = self._prune_departed() or changed
         return changed or self.expelled or bool(self.revocations() or self.pending())
 
@@ -139,14 +144,14 @@ class GroupMember:
 
     def commit(self, offsets: Mapping[int, int]) -> None:
         """Commit ``offsets``; raises CommitFencedError for partitions this member does not own."""
-        commit_fenced(self.paths, offsets, self.owned())
+        commit_fenced(self.paths, offsets, self.owned(), self.settings.durable_commits)
 
     def leave(self) -> None:
         """Leave the group at once: free the partitions, then tell the others."""
         self._locks.release_all()
         self._file.release()
         change = MembershipChange(leaving=[self.member_id])
-        rebalance(self.paths, self.partitions, self.timing.session_timeout, change)
+        rebalance(self.paths, self.partitions, self.settings.session_timeout, change)
 
     def _rejoin(self) -> None:
         self._file.release()
@@ -166,13 +171,13 @@ class GroupMember:
         return True
 
     def _prune_departed(self) -> bool:
-        timeout = self.timing.session_timeout
+        timeout = self.settings.session_timeout
         if not find_departed(self.paths, self.state, timeout, self.member_id):
             return False
         if self.expelled:
             return True
         change = MembershipChange()
-        self._adopt(*rebalance(self.paths, self.partitions, self.timing.session_timeout, change))
+        self._adopt(*rebalance(self.paths, self.partitions, self.settings.session_timeout, change))
         return True
 
 

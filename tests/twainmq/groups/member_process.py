@@ -7,12 +7,12 @@ Prints "owned <sorted partitions>" each time its ownership changes, flushed.
 import sys
 import time
 
-from twainmq.groups import GroupMember, GroupPaths, GroupTiming
+from twainmq.groups import GroupMember, GroupPaths, GroupSettings
 
 
 def main() -> None:
     root, topic, group, partitions = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    member = GroupMember(GroupPaths.of(root, topic, group), partitions, GroupTiming())
+    member = GroupMember(GroupPaths.of(root, topic, group), partitions, GroupSettings())
     last = None
     while True:
         if member.refresh():

@@ -15,17 +15,17 @@ from twainmq.groups import (
     CommitFencedError,
     GroupMember,
     GroupPaths,
-    GroupTiming,
+    GroupSettings,
     InvalidGroupNameError,
 )
 from twainmq.groups.state import load_state
 
-FAST = GroupTiming(session_timeout=10.0)
+FAST = GroupSettings(session_timeout=10.0)
 MEMBER_SCRIPT = Path(__file__).with_name("member_process.py")
 
 
-def join(tmp_path: Path, partitions: int = 4, timing: GroupTiming = FAST) -> GroupMember:
-    return GroupMember(GroupPaths.of(tmp_path, "events", "workers"), partitions, timing)
+def join(tmp_path: Path, partitions: int = 4, settings: GroupSettings = FAST) -> GroupMember:
+    return GroupMember(GroupPaths.of(tmp_path, "events", "workers"), partitions, settings)
 
 
 def settle(*members: GroupMember, timeout: float = 10.0) -> None:
@@ -164,8 +164,8 @@ def test_a_killed_member_is_detected_and_its_partitions_move(tmp_path):
 
 
 def test_a_hung_member_is_expelled_after_the_session_timeout_and_fenced(tmp_path):
-    timing = GroupTiming(session_timeout=0.4)
-    hung, healthy = join(tmp_path, timing=timing), join(tmp_path, timing=timing)
+    settings = GroupSettings(session_timeout=0.4)
+    hung, healthy = join(tmp_path, settings=settings), join(tmp_path, settings=settings)
     settle(hung, healthy)
     lost = sorted(hung.owned())
     wait_until(lambda: (sync(healthy), len(healthy.owned()) == 4)[1])
