@@ -49,7 +49,7 @@ class HandlerSpec:
             return value
         if isinstance(value, Mapping) and value and all(map(callable, value.values())):
             return value
-        raise self.error(f"{attribute} is a {type(value).__name__}, not a function")
+        raise self.error(f"{attribute} is not a function (its type is {type(value).__name__})")
 
     def error(self, problem: str) -> ConfigError:
         """A one-line error about this option."""

@@ -1,0 +1,113 @@
+"""``mq-bridge validate`` and ``mq-bridge schema``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.mq_bridge.cli.helpers import cli, run_child
+
+VALID = """\
+routes:
+  copy:
+    input: {file: {path: in.jsonl}}
+    output: {file: {path: out.jsonl}}
+publishers:
+  orders: {file: {path: in.jsonl}}
+consumers:
+  results: {file: {path: out.jsonl}}
+"""
+
+
+def test_a_valid_file_is_summarized(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "bridge.yaml"
+    config.write_text(VALID)
+    code, out, err = cli(capsys, "validate", str(config))
+    assert (code, err) == (0, "")
+    assert out == f"{config}: valid (1 route: copy; 1 publisher: orders; 1 consumer: results)\n"
+
+
+def test_every_problem_is_listed_with_its_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(
+        "routes:\n"
+        "  a:\n"
+        "    input: {memory: {topic: x, capacity: -1}}\n"
+        "    output: {static: {}}\n"
+        "  b:\n"
+        "    input: {response: {}}\n"
+        "publishers:\n"
+        "  p: {memry: {topic: z}}\n"
+    )
+    code, out, err = cli(capsys, "validate", str(config))
+    assert (code, out) == (1, "")
+    lines = err.splitlines()
+    assert lines[0] == f"mq-bridge: error: {config}: 4 problems"
+    assert sorted(line.strip().split(":")[0] for line in lines[1:]) == [
+        "publishers.p.memry",
+        "routes.a.input.memory.capacity",
+        "routes.a.output.static.body",
+        "routes.b.input.response",
+    ]
+    assert "did you mean 'memory'?" in err
+    assert "got -1" in err
+
+
+def test_problems_only_the_builders_know_are_found(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "order.yaml"
+    config.write_text(
+        "routes:\n"
+        "  b:\n"
+        "    input: {memory: {topic: x}}\n"
+        "    output:\n"
+        "      memory: {topic: y}\n"
+        "      middlewares: [{retry: {}}, {dlq: {endpoint: {memory: {topic: d}}}}]\n"
+    )
+    code, _, err = cli(capsys, "validate", str(config))
+    assert code == 1
+    assert "  routes.b.output: middlewares: 'retry' is listed before 'dlq'" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (None, "config file not found"),
+        ("routes: [unclosed\n", "invalid YAML at line 2"),
+        ("", "the config is empty"),
+    ],
+)
+def test_unreadable_files_give_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, expected: str
+) -> None:
+    config = tmp_path / "bridge.yaml"
+    if content is not None:
+        config.write_text(content)
+    code, _, err = cli(capsys, "validate", str(config))
+    assert code == 1
+    assert err.startswith("mq-bridge: error: ") and expected in err
+    assert len(err.splitlines()) == 1
+
+
+def test_schema_is_the_json_schema(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys, "schema")
+    schema = json.loads(out)
+    assert code == 0
+    assert schema["$schema"].startswith("https://json-schema.org/")
+    assert {"FileConfig", "TwainConfig", "MemoryConfig"} <= set(schema["$defs"])
+    target = tmp_path / "schema.json"
+    assert cli(capsys, "schema", "-o", str(target))[0] == 0
+    assert json.loads(target.read_text()) == schema
+
+
+def test_the_console_entry_point_never_shows_a_traceback(tmp_path: Path) -> None:
+    result = run_child("validate", "missing.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == "mq-bridge: error: config file not found: missing.yaml\n"
+    usage = run_child("frobnicate", cwd=tmp_path)
+    assert usage.returncode == 2 and "invalid choice: 'frobnicate'" in usage.stderr
