@@ -15,10 +15,11 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Iterable
+from itertools import accumulate
 from typing import Any
 
 from .encoding import LENGTH_AND_CRC, TAG_TEXT, TIMESTAMP_TAG_KEYLEN
-from .errors import ClosedError, InvalidKeyError, InvalidOptionError, MessageTooLargeError
+from .errors import ClosedError, InvalidOptionError, MessageTooLargeError
 from .keys import Partitioner, default_partitioner
 from .message import RecordMetadata
 from .partition import FSYNC_MODES, PartitionLog
@@ -70,7 +71,10 @@ class Producer:
         ``partition`` overrides the partitioner. Raises InvalidKeyError, MessageTooLargeError,
         MessageTypeError or UnregisteredMessageTypeError (nothing is written then).
         """
-        route = self._routes.get(key) if partition is None else None
+        try:
+            route = self._routes.get(key) if partition is None else None
+        except TypeError:  # unhashable, so not a valid key: _route() says why
+            route = None
         if route is None or type(key) is not route[2]:
             route = self._route(key, partition)
         log, key_bytes = route[0], route[1]
@@ -97,10 +101,69 @@ class Producer:
         is written; an invalid one raises, and earlier chunks stay written.
         """
         self._check_open()
-        batch = _Batch(self, time.time_ns() // 1000)
+        by_partition: dict[PartitionLog, list[tuple[bytes, Any]]] = {}
+        routes = self._routes
         for key, message in messages:
-            batch.add(key, message)
-        return batch.finish()
+            try:
+                route = routes.get(key)
+            except TypeError:  # unhashable, so not a valid key: _route() says why
+                route = None
+            if route is None or type(key) is not route[2]:
+                route = self._route(key, None)
+            share = by_partition.get(route[0])
+            if share is None:
+                share = by_partition[route[0]] = []
+            share.append((route[1], message))
+        written = {}
+        for log, share in by_partition.items():
+            written[log.partition] = self._write_share(log, share)
+        if self._batch_ns >= 0:
+            self._unsynced.update(by_partition)
+            self._sync_if_due()
+        return dict(sorted(written.items()))
+
+    def _write_share(self, log: PartitionLog, share: list[tuple[bytes, Any]]) -> list[range]:
+        """Encode one partition's messages and append them, a chunk at a time."""
+        stamp = time.time_ns() // 1000
+        chunk_bytes = min(_CHUNK_BYTES, self._topic.config.segment_bytes // 2)
+        prefixes: dict[bytes, tuple[bytes, int]] = {}
+        pack, crc32, max_bytes = LENGTH_AND_CRC.pack, zlib.crc32, self._max_bytes
+        records: list[bytes] = []
+        runs: list[range] = []
+        size = 0
+        for key_bytes, message in share:
+            if type(message) is str:
+                known = prefixes.get(key_bytes)
+                if known is None:
+                    known = prefixes[key_bytes] = _prefix(stamp, TAG_TEXT, key_bytes)
+                prefix, prefix_crc = known
+                payload = message.encode()
+            else:
+                tag, payload = encode_payload(message, self._topic.registry, self._declared)
+                prefix, prefix_crc = _prefix(stamp, tag, key_bytes)
+            if len(payload) > max_bytes:
+                raise self._too_large(payload)
+            record = pack(len(prefix) + len(payload) + 4, crc32(payload, prefix_crc))
+            record += prefix + payload
+            records.append(record)
+            size += len(record)
+            if size >= chunk_bytes:
+                self._append_chunk(log, records, stamp, runs)
+                size = 0
+        if records:
+            self._append_chunk(log, records, stamp, runs)
+        return runs
+
+    def _append_chunk(
+        self, log: PartitionLog, records: list[bytes], stamp: int, runs: list[range]
+    ) -> None:
+        positions = [0, *accumulate(map(len, records[:-1]))]
+        first = log.append(b"".join(records), positions, stamp, self._sync_each, self._durable_roll)
+        if runs and runs[-1].stop == first:
+            runs[-1] = range(runs[-1].start, first + len(records))
+        else:
+            runs.append(range(first, first + len(records)))
+        records.clear()
 
     def _route(self, key: Any, partition: int | None) -> Route:
         self._check_open()
@@ -167,83 +230,7 @@ class Producer:
         return f"<Producer topic={self.topic!r} fsync={self._fsync!r}{state}>"
 
 
-class _Batch:
-    """One ``write_messages`` call: records grouped per partition, written per MiB."""
-
-    def __init__(self, producer: Producer, stamp: int) -> None:
-        self.producer = producer
-        self.stamp = stamp
-        self.prefixes: dict[Any, tuple[PartitionLog, bytes, int, type, list[Any], list[int]]] = {}
-        self.pending: dict[PartitionLog, tuple[list[bytes], list[int]]] = {}
-        self.sizes: dict[PartitionLog, int] = {}
-        self.written: dict[int, list[range]] = {}
-        # A chunk never spans more than a segment, so batches roll like single writes.
-        self.chunk_bytes = min(_CHUNK_BYTES, producer._topic.config.segment_bytes // 2)
-
-    def add(self, key: Any, message: Any) -> None:
-        """Encode one message into its partition's pending chunk."""
-        entry = self.prefixes.get(key)
-        if entry is None or type(key) is not entry[3]:
-            entry = self._prefix(key)
-        log, prefix, prefix_crc, _, parts, positions = entry
-        if type(message) is str:
-            payload = message.encode()
-        else:
-            producer = self.producer
-            tag, payload = encode_payload(message, producer._topic.registry, producer._declared)
-            prefix = TIMESTAMP_TAG_KEYLEN.pack(self.stamp, tag, prefix[9]) + prefix[10:]
-            prefix_crc = zlib.crc32(prefix)
-        if len(payload) > self.producer._max_bytes:
-            raise self.producer._too_large(payload)
-        size = self.sizes[log]
-        positions.append(size)
-        parts.append(
-            LENGTH_AND_CRC.pack(len(prefix) + len(payload) + 4, zlib.crc32(payload, prefix_crc))
-        )
-        parts.append(prefix)
-        parts.append(payload)
-        size += 8 + len(prefix) + len(payload)
-        self.sizes[log] = size
-        if size >= self.chunk_bytes:
-            self._write(log)
-
-    def _prefix(self, key: Any) -> tuple[PartitionLog, bytes, int, type, list[Any], list[int]]:
-        log, key_bytes, key_class = self.producer._route(key, None)
-        prefix = TIMESTAMP_TAG_KEYLEN.pack(self.stamp, TAG_TEXT, len(key_bytes)) + key_bytes
-        if log not in self.pending:
-            self.pending[log] = ([], [])
-            self.sizes[log] = 0
-        parts, positions = self.pending[log]
-        entry = (log, prefix, zlib.crc32(prefix), key_class, parts, positions)
-        try:
-            self.prefixes[key] = entry
-        except TypeError:
-            raise InvalidKeyError(f"key {key!r} is not hashable") from None
-        return entry
-
-    def _write(self, log: PartitionLog) -> None:
-        parts, positions = self.pending[log]
-        if not positions:
-            return
-        producer = self.producer
-        first = log.append(
-            b"".join(parts), positions, self.stamp, producer._sync_each, producer._durable_roll
-        )
-        runs = self.written.setdefault(log.partition, [])
-        if runs and runs[-1].stop == first:
-            runs[-1] = range(runs[-1].start, first + len(positions))
-        else:
-            runs.append(range(first, first + len(positions)))
-        parts.clear()
-        positions.clear()
-        self.sizes[log] = 0
-        if producer._batch_ns >= 0:
-            producer._unsynced.add(log)
-
-    def finish(self) -> dict[int, list[range]]:
-        """Write every pending chunk; return partition -> offsets written."""
-        for log in list(self.pending):
-            self._write(log)
-        if self.producer._batch_ns >= 0:
-            self.producer._sync_if_due()
-        return dict(sorted(self.written.items()))
+def _prefix(stamp: int, tag: int, key_bytes: bytes) -> tuple[bytes, int]:
+    """The bytes after a record's CRC and before its payload, and their CRC."""
+    prefix = TIMESTAMP_TAG_KEYLEN.pack(stamp, tag, len(key_bytes)) + key_bytes
+    return prefix, zlib.crc32(prefix)

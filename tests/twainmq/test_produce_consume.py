@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from datetime import datetime, timezone
@@ -10,6 +11,7 @@ import pytest
 
 from twainmq import (
     ClosedError,
+    InvalidKeyError,
     InvalidOptionError,
     InvalidPartitionError,
     Message,
@@ -252,3 +254,13 @@ def test_multi_poll_round_robin(tmq: Twain) -> None:
         last, message = got
         seen.append(message.message)
     assert seen == ["a1", "b1", "a2"]
+
+
+def test_bad_keys_are_refused_by_value(tmq: Twain) -> None:
+    tmq.create_topic("t")
+    producer = tmq.producer("t")
+    for bad in ([1], 70000, "7", None):
+        with pytest.raises(InvalidKeyError, match=re.escape(repr(bad))):
+            producer.write_message(bad, "x")
+        with pytest.raises(InvalidKeyError, match=re.escape(repr(bad))):
+            producer.write_messages([(1, "ok"), (bad, "x")])
