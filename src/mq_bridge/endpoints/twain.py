@@ -55,7 +55,7 @@ from mq_bridge.endpoints.base import (
     InputEndpoint,
     OutputEndpoint,
 )
-from mq_bridge.endpoints.twain_records import decode_record, encode_envelope, key_function
+from mq_bridge.endpoints.twain_records import decode_batch, encode_envelope, key_function
 from mq_bridge.errors import ClosedError, ConfigError, EndpointError, SendError
 from mq_bridge.message import Message
 from twainmq import TopicExistsError, Twain, TwainMQError
@@ -237,14 +237,7 @@ class TwainInput(InputEndpoint):
         if not records:
             return Batch([])
         topic = self._options.topic
-        messages: list[Message] = []
-        first: dict[int, int] = {}
-        after: dict[int, int] = {}
-        for offset, partition, _key, _stamp, value in records:
-            if partition not in first:
-                first[partition] = offset
-            after[partition] = offset + 1
-            messages.append(decode_record(value, topic, partition, offset))
+        messages, first, after = decode_batch(records, topic)
         if self._tag_source:
             messages = [
                 m.with_metadata(_source_tags(topic, r.partition, r.offset))

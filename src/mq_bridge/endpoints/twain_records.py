@@ -36,7 +36,7 @@ import hashlib
 import re
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -46,6 +46,7 @@ from mq_bridge.message import Message
 __all__ = [
     "MAGIC",
     "KeyFunction",
+    "decode_batch",
     "decode_record",
     "encode_envelope",
     "key_function",
@@ -77,31 +78,55 @@ def encode_envelope(message: Message) -> bytes:
     return header + meta + message.payload
 
 
+def decode_batch(
+    records: Sequence[Any], topic: str
+) -> tuple[list[Message], dict[int, int], dict[int, int]]:
+    """Messages of twainmq `records`, with each partition's first offset and next offset.
+
+    The hot path of reading: envelopes are decoded inline, and equal metadata JSON within
+    the batch is parsed once (messages are immutable, so they may share the dict).
+    """
+    messages: list[Message] = []
+    append = messages.append
+    first: dict[int, int] = {}
+    after: dict[int, int] = {}
+    parsed: dict[bytes, dict[str, str] | None] = {b"": {}}
+    for offset, partition, _key, _stamp, value in records:
+        if partition not in first:
+            first[partition] = offset
+        after[partition] = offset + 1
+        if type(value) is bytes and value[:4] == MAGIC and len(value) >= _HEADER_SIZE:
+            _, high, low, meta_size = _unpack_header(value)
+            end = _HEADER_SIZE + meta_size
+            meta = value[_HEADER_SIZE:end]
+            metadata = parsed.get(meta, False)
+            if metadata is False:
+                metadata = parsed[meta] = _parse_metadata(meta, meta_size)
+            if metadata is not None:
+                append(_trusted(value[end:], metadata, (high << 64) | low))  # type: ignore[arg-type]
+                continue
+        append(_decode_plain(value, _plain_id(topic, partition, offset)))
+    return messages, first, after
+
+
 def decode_record(value: Any, topic: str, partition: int, offset: int) -> Message:
     """The bridge message stored at (`topic`, `partition`, `offset`), whose value is `value`."""
-    if type(value) is bytes and value[:4] == MAGIC:
-        message = _decode_envelope(value)
-        if message is not None:
-            return message
-    return _decode_plain(value, _plain_id(topic, partition, offset))
+    return decode_batch([(offset, partition, None, 0, value)], topic)[0][0]
 
 
-def _decode_envelope(record: bytes) -> Message | None:
-    if len(record) < _HEADER_SIZE:
+def _parse_metadata(data: bytes, size: int) -> dict[str, str] | None:
+    """The metadata JSON object, or None when it is cut short or not text -> text."""
+    if len(data) != size:
         return None
-    _, high, low, meta_size = _unpack_header(record)
-    end = _HEADER_SIZE + meta_size
-    metadata: dict[str, str] = {}
-    if meta_size:
-        if end > len(record):
-            return None
-        try:
-            metadata = _loads(record[_HEADER_SIZE:end])
-        except orjson.JSONDecodeError:
-            return None
-        if type(metadata) is not dict or not all(type(v) is str for v in metadata.values()):
-            return None
-    return _trusted(record[end:], metadata, (high << 64) | low)
+    if not size:
+        return {}
+    try:
+        metadata = _loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    if type(metadata) is not dict or not all(type(v) is str for v in metadata.values()):
+        return None
+    return metadata
 
 
 def _decode_plain(value: Any, message_id: int) -> Message:
