@@ -23,9 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from twainmq import Twain
-
 from mq_bridge import Consumer, Message, Publisher, Route
+from twainmq import Twain
 
 
 def order(number: int) -> dict[str, Any]:
