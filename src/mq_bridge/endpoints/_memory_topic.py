@@ -1,7 +1,7 @@
 """Process-wide in-memory topics: a bounded FIFO channel per name, plus broadcast channels.
 
-    publish ──► topic "orders" ──► shared queue channel ──► queue-mode readers (compete)
-                             └──► one channel per subscriber (broadcast, when any exist)
+    publish ──► topic "orders": shared queue channel ──► queue-mode readers (compete)
+                                    └─ (while any exist) ──► one channel per subscriber
 
 While a topic has broadcast subscribers, published messages go to each of them (each sees
 every message published after it subscribed); otherwise they go to the shared queue.
@@ -43,12 +43,18 @@ class MemoryChannel:
         self._wakeups_pending = 0
         self._waiting_writers = 0
         self._interrupts = 0
+        #: While not empty, writes go to these channels instead (a topic's subscribers).
+        self.broadcast_to: tuple[MemoryChannel, ...] = ()
 
     def __len__(self) -> int:
         return len(self._items)
 
     def put_one(self, message: Message, timeout: float | None) -> None:
         """Append one message, waiting at most `timeout` seconds for room."""
+        if self.broadcast_to:
+            for channel in self.broadcast_to:
+                channel.put_one(message, timeout)
+            return
         with self._lock:
             if self.capacity and len(self._items) >= self.capacity:
                 self._wait_for_room(timeout, time.monotonic())
@@ -59,6 +65,10 @@ class MemoryChannel:
 
     def put_many(self, messages: Sequence[Message], timeout: float | None) -> None:
         """Append all messages in order, as room allows; on timeout the rest fail (SendError)."""
+        if self.broadcast_to:
+            for channel in self.broadcast_to:
+                channel.put_many(messages, timeout)
+            return
         start = time.monotonic()
         done = 0
         with self._lock:
@@ -145,7 +155,6 @@ class MemoryTopic:
     def __init__(self, name: str, capacity: int) -> None:
         self.name = name
         self.queue = MemoryChannel(name, capacity)
-        self._subscribers: tuple[MemoryChannel, ...] = ()
         self._lock = threading.Lock()
 
     @property
@@ -157,32 +166,16 @@ class MemoryTopic:
         if self.queue.capacity and (capacity == 0 or capacity > self.queue.capacity):
             self.queue.capacity = capacity
 
-    def publish_one(self, message: Message, timeout: float | None) -> None:
-        subscribers = self._subscribers
-        if not subscribers:
-            self.queue.put_one(message, timeout)
-            return
-        for channel in subscribers:
-            channel.put_one(message, timeout)
-
-    def publish(self, messages: Sequence[Message], timeout: float | None) -> None:
-        subscribers = self._subscribers
-        if not subscribers:
-            self.queue.put_many(messages, timeout)
-            return
-        for channel in subscribers:
-            channel.put_many(messages, timeout)
-
     def subscribe(self) -> MemoryChannel:
         """A new broadcast channel that receives every message published from now on."""
         channel = MemoryChannel(self.name, self.capacity)
         with self._lock:
-            self._subscribers = (*self._subscribers, channel)
+            self.queue.broadcast_to = (*self.queue.broadcast_to, channel)
         return channel
 
     def unsubscribe(self, channel: MemoryChannel) -> None:
         with self._lock:
-            self._subscribers = tuple(c for c in self._subscribers if c is not channel)
+            self.queue.broadcast_to = tuple(c for c in self.queue.broadcast_to if c is not channel)
 
 
 def get_topic(name: str, capacity: int | None = None) -> MemoryTopic:

@@ -146,7 +146,7 @@ class MemoryOutput(OutputEndpoint):
         self._request_timeout = _seconds(options, "request_timeout_ms", 30_000)
         self._closed = False
         if not self._request_reply:  # the publisher hot path: one call less per message
-            self.send_one = functools.partial(topic.publish_one, timeout=self._send_timeout)  # type: ignore[method-assign]
+            self.send_one = functools.partial(topic.queue.put_one, timeout=self._send_timeout)  # type: ignore[method-assign]
 
     def send_one(self, message: Message) -> None:
         self.send((message,))
@@ -155,7 +155,7 @@ class MemoryOutput(OutputEndpoint):
         if self._closed:
             raise ClosedError(f"{self.describe()} output is closed")
         if not self._request_reply:
-            self._topic.publish(messages, self._send_timeout)
+            self._topic.queue.put_many(messages, self._send_timeout)
             return
         failures: dict[int, BaseException] = {}
         for index, message in enumerate(messages):
@@ -175,7 +175,7 @@ class MemoryOutput(OutputEndpoint):
             message = message.with_metadata(correlation_id=correlation_id)
         started = time.monotonic()
         with expect_reply(correlation_id) as waiter:
-            self._topic.publish_one(message, self._send_timeout)
+            self._topic.queue.put_one(message, self._send_timeout)
             remaining = (
                 None if timeout is None else max(0.0, timeout - (time.monotonic() - started))
             )
