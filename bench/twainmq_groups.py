@@ -182,12 +182,14 @@ def best_rates(rates):
 
 
 def median_or_none(values):
-    values = [v for v in values if v is not None]
+    values = [v for v in values if isinstance(v, float)]
     return statistics.median(values) if values else None
 
 
 def fmt_seconds(value, timeout):
-    return f"{value:.3f} s" if value is not None else f"did not happen within {timeout} s"
+    if isinstance(value, float):
+        return f"{value:.3f} s"
+    return "failed" if value == "failed" else f"did not happen within {timeout} s"
 
 
 def main():
@@ -212,7 +214,7 @@ def main():
                     results.append(run_scenario(scenario, root, args))
                 except Exception as error:  # a package under test that breaks is a result too
                     print(f"{scenario}: failed: {type(error).__name__}: {error}")
-                    results.append(None)
+                    results.append("failed")
         report(scenario, results, args.timeout)
 
 
@@ -226,7 +228,7 @@ def run_scenario(scenario, root, args):
 
 def report(scenario, results, timeout):
     if scenario == "throughput":
-        results = [r for r in results if r is not None]
+        results = [r for r in results if isinstance(r, tuple)]
         for index, clock in enumerate(("wall clock", "CPU time")):
             plain = statistics.median(r[0][index] for r in results)
             group = statistics.median(r[1][index] for r in results)
