@@ -1,0 +1,175 @@
+"""The input side of the `twain` endpoint: one member of a twainmq consumer group."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from mq_bridge import _env
+from mq_bridge.endpoints.base import Batch, EndpointStatus, InputEndpoint
+from mq_bridge.endpoints.twain_options import TwainOptions, open_store
+from mq_bridge.endpoints.twain_records import decode_batch
+from mq_bridge.errors import ClosedError, EndpointError
+from twainmq import TwainMQError
+from twainmq.groups import CommitFencedError, GroupConsumer
+
+__all__ = ["TwainInput"]
+
+log = logging.getLogger("mq_bridge.endpoints.twain")
+
+_FIRST_PAUSE = 0.0002  # a waiting receive polls again after this, doubling each time ...
+_MAX_PAUSE = 0.005  # ... up to this: new messages and `interrupt()` are noticed this fast
+
+
+@dataclass(frozen=True, slots=True)
+class _Span:
+    """Where a batch starts and ends in each partition it touches (a batch's token)."""
+
+    first: dict[int, int]
+    next: dict[int, int]
+
+
+class TwainInput(InputEndpoint):
+    """Reads a topic as one member of a consumer group.
+
+    A group consumer is not thread-safe, and a pipelined route acks on another thread than
+    it receives on: one lock serializes every use of it. Waiting for messages happens
+    outside the lock (short non-blocking polls with growing pauses), so an ack never waits
+    for an idle receive.
+    """
+
+    def __init__(self, options: TwainOptions, group: str) -> None:
+        self._options = options
+        self._group = group
+        self._consumer: GroupConsumer | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self._interrupts = 0
+        self._tag_source = _env.source_metadata_enabled()
+
+    def connect(self) -> None:
+        with self._lock:
+            if self._consumer is not None:
+                return
+            options = self._options
+            store = open_store(options)
+            try:
+                self._consumer = store.consumer(
+                    options.topic,
+                    options.start_from,
+                    group=self._group,
+                    session_timeout=options.session_timeout,
+                )
+            except (OSError, TwainMQError) as error:
+                raise EndpointError(f"{self}: cannot join the group: {error}") from error
+            self._closed = False
+
+    def receive(self, max_messages: int, timeout: float | None) -> Batch:
+        records = self._poll(max_messages, timeout)
+        if not records:
+            return Batch([])
+        topic = self._options.topic
+        messages, first, after = decode_batch(records, topic)
+        if self._tag_source:
+            messages = [
+                m.with_metadata(_source_tags(topic, r.partition, r.offset))
+                for m, r in zip(messages, records)
+            ]
+        return Batch(messages, _Span(first, after))
+
+    def _poll(self, max_messages: int, timeout: float | None) -> list[Any]:
+        """Messages as soon as there are any, until `timeout` or an `interrupt()`."""
+        interrupts = self._interrupts
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = _FIRST_PAUSE
+        while True:
+            with self._lock:
+                records: list[Any] = self._open().poll_many(max_messages, 0)
+            if records or interrupts != self._interrupts:
+                return records
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return records
+            time.sleep(pause if remaining is None else min(pause, remaining))
+            pause = min(pause * 2, _MAX_PAUSE)
+
+    def ack(self, batch: Batch) -> None:
+        """Commit the batch's end offsets of the partitions this member still owns."""
+        span = batch.token
+        if not isinstance(span, _Span):
+            return
+        with self._lock:
+            consumer = self._open()
+            owned = set(consumer.assignment())
+            offsets = {p: o for p, o in span.next.items() if p in owned}
+            moved = sorted(set(span.next) - owned)
+            try:
+                if offsets:
+                    consumer.commit(offsets)
+            except CommitFencedError as error:
+                moved = error.partitions
+        if moved:  # at least once: the new owner reads them again from the last commit
+            log.info("%s: partitions %s moved before the ack; redelivered there", self, moved)
+
+    def nack(self, batch: Batch) -> None:
+        """Seek back to the batch's start in every partition this member still owns."""
+        span = batch.token
+        if not isinstance(span, _Span):
+            return
+        with self._lock:
+            consumer = self._consumer
+            if consumer is None:
+                return
+            owned = set(consumer.assignment())
+            for partition, offset in span.first.items():
+                if partition in owned and offset < consumer.position(partition):
+                    consumer.seek(partition, offset)
+
+    def status(self) -> EndpointStatus:
+        with self._lock:
+            consumer = self._consumer
+            if consumer is None:
+                state = "closed" if self._closed else "not connected"
+                return EndpointStatus(healthy=False, target=self.describe(), error=state)
+            try:
+                ends, committed = consumer.end_offsets(), consumer.committed()
+                assignment = consumer.assignment()
+            except (OSError, TwainMQError) as error:
+                return EndpointStatus(healthy=False, target=self.describe(), error=str(error))
+        lag = sum(max(0, end - committed.get(p, 0)) for p, end in ends.items())
+        details = {"group": self._group, "partitions": len(ends), "assignment": assignment}
+        return EndpointStatus(healthy=True, target=self.describe(), pending=lag, details=details)
+
+    def describe(self) -> str:
+        return self._options.describe()
+
+    def __str__(self) -> str:
+        return f"{self.describe()} (group {self._group})"
+
+    def interrupt(self) -> None:
+        self._interrupts += 1
+
+    def close(self) -> None:
+        """Leave the group at once: the other members take the partitions over."""
+        with self._lock:
+            consumer, self._consumer = self._consumer, None
+            self._closed = True
+            if consumer is not None:
+                consumer.close()
+
+    def _open(self) -> GroupConsumer:
+        consumer = self._consumer
+        if consumer is None:
+            raise ClosedError(f"{self.describe()} is closed" if self._closed else "not connected")
+        return consumer
+
+
+def _source_tags(topic: str, partition: int, offset: int) -> dict[str, str]:
+    return {
+        "mqb.src.twain_topic": topic,
+        "mqb.src.twain_partition": str(partition),
+        "mqb.src.twain_offset": str(offset),
+    }
