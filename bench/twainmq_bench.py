@@ -11,7 +11,7 @@ Scenarios (100-byte messages, u16 keys cycling over 1000 values, 4 partitions, u
   fsync-always  write_message one at a time with fsync="always" (peer: no fsync option)
   consume       a fresh consumer without group, one poll() per message, reading .message
   consume1000   the same with 1000-byte messages
-  disk          bytes on disk per message, divided by the payload size
+  disk          bytes of all the store's files per message, divided by the payload size
   rss           RSS growth (KiB) while one consumer reads --count messages (1M by default)
 
 Each scenario runs 3 times in a fresh directory; the median is printed as JSON.
@@ -130,9 +130,9 @@ def consume(root: str, count: int, size: int = 100) -> float:
 def disk(root: str, count: int) -> float:
     tmq = open_topic(root)
     fill(tmq, count, 100)
-    topic_dir = Path(root) / "bench"
-    data = sum(p.stat().st_size for p in topic_dir.rglob("*") if p.suffix == ".log")
-    return data / count / 100
+    # Every file of the topic counts: segments, indexes, heads, config.
+    files = [p for p in Path(root).rglob("*") if p.is_file()]
+    return sum(p.stat().st_size for p in files) / count / 100
 
 
 def rss_kib() -> int:

@@ -36,6 +36,11 @@ END_AND_NEXT = struct.Struct("<qq")
 _FIELDS_AT = len(HEAD_MAGIC)
 _END_AT = _FIELDS_AT + 8
 FSYNC_MODES = ("never", "batch", "always")
+_FIRST = [0]
+# Bound once: the single-write path runs these per message.
+_flock, _pwrite = fcntl.flock, os.pwrite
+_LOCK_EX, _LOCK_UN = fcntl.LOCK_EX, fcntl.LOCK_UN
+_unpack_head, _pack_end_and_next = HEAD_FIELDS.unpack_from, END_AND_NEXT.pack_into
 
 
 class PartitionLog:
@@ -45,6 +50,7 @@ class PartitionLog:
         self.directory = directory
         self.config = config
         self.partition = partition
+        self._segment_bytes = config.segment_bytes
         directory.mkdir(parents=True, exist_ok=True)
         self._head_fd = os.open(directory / "head", os.O_RDWR | os.O_CREAT, 0o644)
         self._ensure_head_size()
@@ -99,24 +105,46 @@ class PartitionLog:
         ``sync`` syncs the segment before the head moves; ``durable_roll`` syncs a segment
         being sealed. Returns the offset of the first record. Takes and releases the lock.
         """
-        fcntl.flock(self._head_fd, fcntl.LOCK_EX)
+        _flock(self._head_fd, _LOCK_EX)
         try:
-            base, end, next_offset, _, next_index = HEAD_FIELDS.unpack_from(self._head, _FIELDS_AT)
-            if end and end + len(data) > self.config.segment_bytes:
-                base, end, _, next_index = self._roll(next_offset, end, durable_roll)
-            if base != self._segment_base:
-                self._open_segment(base)
-            os.pwrite(self._segment_fd, data, end)
-            if end + positions[-1] >= next_index:
-                self._add_index_entries(base, end, next_offset, positions, timestamp_us)
+            return self._append_locked(data, positions, timestamp_us, sync, durable_roll)
+        finally:
+            _flock(self._head_fd, _LOCK_UN)
+
+    def append_one(self, record: bytes, timestamp_us: int, sync: bool, durable_roll: bool) -> int:
+        """Append one record; the common case (no roll, no index entry due) is kept short."""
+        _flock(self._head_fd, _LOCK_EX)
+        try:
+            base, end, next_offset, _, next_index = _unpack_head(self._head, _FIELDS_AT)
+            if (
+                base != self._segment_base
+                or end >= next_index
+                or end + len(record) > self._segment_bytes
+            ):
+                return self._append_locked(record, _FIRST, timestamp_us, sync, durable_roll)
+            _pwrite(self._segment_fd, record, end)
             if sync:
                 os.fdatasync(self._segment_fd)
-            END_AND_NEXT.pack_into(
-                self._head, _END_AT, end + len(data), next_offset + len(positions)
-            )
-            return int(next_offset)
+            _pack_end_and_next(self._head, _END_AT, end + len(record), next_offset + 1)
+            return next_offset
         finally:
-            fcntl.flock(self._head_fd, fcntl.LOCK_UN)
+            _flock(self._head_fd, _LOCK_UN)
+
+    def _append_locked(
+        self, data: bytes, positions: list[int], timestamp_us: int, sync: bool, durable_roll: bool
+    ) -> int:
+        base, end, next_offset, _, next_index = HEAD_FIELDS.unpack_from(self._head, _FIELDS_AT)
+        if end and end + len(data) > self._segment_bytes:
+            base, end, _, next_index = self._roll(next_offset, end, durable_roll)
+        if base != self._segment_base:
+            self._open_segment(base)
+        os.pwrite(self._segment_fd, data, end)
+        if end + positions[-1] >= next_index:
+            self._add_index_entries(base, end, next_offset, positions, timestamp_us)
+        if sync:
+            os.fdatasync(self._segment_fd)
+        END_AND_NEXT.pack_into(self._head, _END_AT, end + len(data), next_offset + len(positions))
+        return int(next_offset)
 
     def _add_index_entries(
         self, base: int, end: int, first: int, positions: list[int], timestamp_us: int

@@ -26,7 +26,6 @@ from .partition import FSYNC_MODES, PartitionLog
 from .payloads import encode_payload
 from .topic import OpenTopic
 
-_SINGLE = [0]
 _new_tuple = tuple.__new__  # skips NamedTuple's Python-level __new__ on the hot path
 _CHUNK_BYTES = 1024 * 1024
 _ROUTE_CACHE_SIZE = 65536
@@ -87,7 +86,7 @@ class Producer:
         stamp = time.time_ns() // 1000
         tail = TIMESTAMP_TAG_KEYLEN.pack(stamp, tag, len(key_bytes)) + key_bytes + payload
         record = LENGTH_AND_CRC.pack(len(tail) + 4, zlib.crc32(tail)) + tail
-        offset = log.append(record, _SINGLE, stamp, self._sync_each, self._durable_roll)
+        offset = log.append_one(record, stamp, self._sync_each, self._durable_roll)
         if self._batch_ns >= 0:
             self._note_unsynced(log)
         return _new_tuple(RecordMetadata, (log.partition, offset))
