@@ -50,6 +50,11 @@ LENGTH_OVERHEAD = HEADER_SIZE - 4
 #: Upper bound on ``length`` used to tell a garbage length from a real one.
 MAX_LENGTH = 1 << 30
 
+#: HEADER followed by an integer key of each width (for decoding integer-keyed topics).
+KEYED_HEADERS = {
+    w: struct.Struct(f"<IIqBB{c}") for w, c in ((1, "B"), (2, "H"), (4, "I"), (8, "Q"))
+}
+
 INDEX_ENTRY = struct.Struct("<IIq")
 HEAD = struct.Struct("<8sqqqqq")
 HEAD_MAGIC = b"TWHEAD01"
@@ -123,37 +128,45 @@ def decode_messages(
     end: int,
     first_offset: int,
     partition: int,
-    text_keys: bool,
+    key_width: int,
     decode_dataclass: Callable[[bytes], object],
-) -> tuple[list[Message], int]:
+) -> tuple[list[Message], int, CorruptRecord | None]:
     """Decode the whole records of ``buf[:end]`` into Messages (the consumer's hot loop).
 
-    The first record has offset ``first_offset``. Returns the messages and the position after
-    the last one; stops early at a record not wholly inside ``end``. Raises CorruptRecord for
-    a whole record with a bad length, tag, CRC or text.
+    ``key_width`` is the byte width of an integer key type, 0 for text keys. The first record
+    has offset ``first_offset``. Returns the messages, the position after the last one, and
+    the CorruptRecord that stopped decoding (None if none did): messages before a bad record
+    are still returned. Stops early, without error, at a record not wholly inside ``end``.
     """
     messages: list[Message] = []
     append = messages.append
-    unpack = HEADER.unpack_from
     crc32 = zlib.crc32
     new = tuple.__new__
-    from_bytes = int.from_bytes
     view = memoryview(buf)
+    # Integer keys are read by the header's own unpack: no slice, no int.from_bytes.
+    unpack = (KEYED_HEADERS[key_width] if key_width else HEADER).unpack_from
+    header_size = HEADER_SIZE + key_width
     pos = 0
     offset = first_offset
-    while pos + HEADER_SIZE <= end:
-        length, crc, timestamp_us, tag, key_length = unpack(buf, pos)
+    while pos + header_size <= end:
+        if key_width:
+            length, crc, timestamp_us, tag, key_length, key = unpack(buf, pos)
+        else:
+            length, crc, timestamp_us, tag, key_length = unpack(buf, pos)
         stop = pos + 4 + length
-        if stop > end:
-            check_length(length, key_length, pos)
-            break
-        if crc32(view[pos + 8 : stop]) != crc:
-            check_length(length, key_length, pos)
-            raise CorruptRecord(pos, "CRC mismatch")
         key_end = pos + HEADER_SIZE + key_length
-        raw_key = buf[pos + HEADER_SIZE : key_end]
         try:
-            key = raw_key.decode() if text_keys else from_bytes(raw_key, "little")
+            if stop > end or crc32(view[pos + 8 : stop]) != crc:
+                check_length(length, key_length, pos)
+                if stop > end:
+                    break
+                raise CorruptRecord(pos, "CRC mismatch")
+            if not key_width:
+                key = buf[pos + HEADER_SIZE : key_end].decode()
+            elif key_length != key_width:
+                raise CorruptRecord(
+                    pos, f"key of {key_length} bytes in a {key_width}-byte key topic"
+                )
             payload: Any = buf[key_end:stop]
             if tag == TAG_TEXT:
                 payload = payload.decode()
@@ -161,12 +174,14 @@ def decode_messages(
                 payload = decode_dataclass(payload)
             elif tag != TAG_BYTES:
                 raise CorruptRecord(pos, f"unknown payload tag {tag}")
+        except CorruptRecord as exc:
+            return messages, pos, exc
         except ValueError as exc:  # bad UTF-8 or JSON that passed the CRC: a writer bug
-            raise CorruptRecord(pos, f"payload cannot be decoded: {exc}") from None
+            return messages, pos, CorruptRecord(pos, f"payload cannot be decoded: {exc}")
         append(new(Message, (offset, partition, key, timestamp_us, payload)))
         offset += 1
         pos = stop
-    return messages, pos
+    return messages, pos, None
 
 
 def check_length(length: int, key_length: int, position: int) -> None:

@@ -28,7 +28,8 @@ class PartitionReader:
         self.log = log
         self.partition = log.partition
         self.next_offset = 0
-        self._text_keys = key_type.is_text
+        self._key_width = 0 if key_type.is_text else key_type.width
+        self._pending_error: CorruptRecord | None = None
         self._decode_dataclass = partial(decode_dataclass, registry=registry)
         self._fd = -1
         self._base = -1
@@ -41,6 +42,7 @@ class PartitionReader:
         self._open(base)
         self._position = position
         self.next_offset = actual
+        self._pending_error = None
 
     def _open(self, base: int) -> None:
         if base != self._base:
@@ -51,6 +53,9 @@ class PartitionReader:
 
     def fetch(self, max_bytes: int) -> list[Message]:
         """Return the next messages (up to about ``max_bytes`` of records); [] if none."""
+        if self._pending_error is not None:
+            error, self._pending_error = self._pending_error, None
+            raise self._corrupt(0, error.reason)
         active_base, committed_end, _ = self.log.head()
         if self._base == active_base:
             limit = committed_end
@@ -70,24 +75,25 @@ class PartitionReader:
         return self._decode(data, limit)
 
     def _decode(self, data: bytes, limit: int) -> list[Message]:
-        try:
-            messages, stop = self._decode_records(data)
-            if not messages:
-                data = self._read_one_large_record(data, limit)
-                messages, stop = self._decode_records(data)
-        except CorruptRecord as exc:
-            raise self._corrupt(exc.position, exc.reason) from None
+        messages, stop, error = self._decode_records(data)
+        if not messages and error is None:
+            data = self._read_one_large_record(data, limit)
+            messages, stop, error = self._decode_records(data)
         self._position += stop
         self.next_offset += len(messages)
+        if error is not None:
+            if not messages:
+                raise self._corrupt(error.position - stop, error.reason)
+            self._pending_error = error  # hand out the good messages first
         return messages
 
-    def _decode_records(self, data: bytes) -> tuple[list[Message], int]:
+    def _decode_records(self, data: bytes) -> tuple[list[Message], int, CorruptRecord | None]:
         return decode_messages(
             data,
             len(data),
             self.next_offset,
             self.partition,
-            self._text_keys,
+            self._key_width,
             self._decode_dataclass,
         )
 
@@ -96,7 +102,10 @@ class PartitionReader:
         if len(data) < HEADER.size:
             raise self._corrupt(0, "committed data ends inside a record header")
         length, _, _, _, key_length = HEADER.unpack_from(data, 0)
-        check_length(length, key_length, 0)
+        try:
+            check_length(length, key_length, 0)
+        except CorruptRecord as exc:
+            raise self._corrupt(0, exc.reason) from None
         if self._position + 4 + length > limit:
             raise self._corrupt(0, "record runs past the committed end of the segment")
         return os.pread(self._fd, 4 + length, self._position)

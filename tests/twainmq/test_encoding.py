@@ -73,8 +73,8 @@ def test_decode_messages_gives_offsets_keys_and_text(pairs) -> None:  # type: ig
         encode_record(1_000 + i, TAG_TEXT, k.to_bytes(2, "little"), t.encode())
         for i, (k, t) in enumerate(pairs)
     )
-    messages, stop = decode_messages(buf, len(buf), 7, 3, False, lambda raw: raw)
-    assert stop == len(buf)
+    messages, stop, error = decode_messages(buf, len(buf), 7, 3, 2, lambda raw: raw)
+    assert stop == len(buf) and error is None
     assert [(m.offset, m.partition, m.key, m.message) for m in messages] == [
         (7 + i, 3, k, t) for i, (k, t) in enumerate(pairs)
     ]
@@ -111,3 +111,19 @@ def test_garbage_length_is_corruption_not_a_short_read() -> None:
     garbage = b"\xff\xff\xff\xff" + b"\x00" * 30
     with pytest.raises(CorruptRecord):
         read_records(garbage, 0, len(garbage))
+
+
+def test_decode_messages_returns_good_messages_before_a_bad_one() -> None:
+    good = encode_record(1, TAG_TEXT, b"ab", b"fine")
+    bad = bytearray(encode_record(2, TAG_TEXT, b"cd", b"broken"))
+    bad[-1] ^= 1
+    buf = good + bytes(bad) + good
+    messages, stop, error = decode_messages(buf, len(buf), 0, 0, 0, lambda raw: raw)
+    assert [(m.key, m.message) for m in messages] == [("ab", "fine")]
+    assert stop == len(good) and error is not None and error.position == len(good)
+
+
+def test_a_key_of_the_wrong_width_is_corruption() -> None:
+    buf = encode_record(1, TAG_TEXT, b"abc", b"x")
+    messages, _, error = decode_messages(buf, len(buf), 0, 0, 2, lambda raw: raw)
+    assert messages == [] and error is not None and "3 bytes" in error.reason
