@@ -21,7 +21,7 @@ from .reader import PartitionReader
 from .topic import OpenTopic
 
 START_FROM = ("start", "now")
-DEFAULT_FETCH_BYTES = 64 * 1024
+DEFAULT_FETCH_BYTES = 32 * 1024
 _MAX_IDLE_SLEEP = 0.005
 
 
