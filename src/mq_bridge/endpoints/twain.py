@@ -43,6 +43,7 @@ Options
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -89,28 +90,36 @@ SCHEMA: dict[str, Any] = {
 
 
 class TwainOutput(OutputEndpoint):
-    """Appends messages to a topic, each in an envelope, under a key."""
+    """Appends messages to a topic, each in an envelope, under a key.
+
+    A twainmq producer must not be used by two threads at once (its partition locks are
+    per open file, so they do not exclude threads sharing it), and a route with
+    `concurrency` > 1 sends from several threads: a lock serializes the writes. Encoding
+    happens outside it.
+    """
 
     def __init__(self, options: TwainOptions) -> None:
         self._options = options
+        self._lock = threading.Lock()
         self._producer: Any = None
         self._closed = False
         self._max_bytes = 0
 
     def connect(self) -> None:
-        if self._producer is not None:
-            return
-        options = self._options
-        store = open_store(options)
-        config = store.topic_config(options.topic)
-        self._key_of = key_function(config.key_type, options.key_from)
-        self._max_bytes = config.max_message_bytes
-        self._producer = store.producer(options.topic, fsync=options.fsync)
-        self._closed = False
+        with self._lock:
+            if self._producer is not None:
+                return
+            options = self._options
+            store = open_store(options)
+            config = store.topic_config(options.topic)
+            self._key_of = key_function(config.key_type, options.key_from)
+            self._max_bytes = config.max_message_bytes
+            self._producer = store.producer(options.topic, fsync=options.fsync)
+            self._closed = False
 
     def send(self, messages: Sequence[Message]) -> None:
         """Write the batch with one call before returning (synced first with fsync batch)."""
-        producer = self._open()
+        self._open()
         key_of, limit = self._key_of, self._max_bytes
         pairs: list[tuple[Any, bytes]] = []
         failures: dict[int, BaseException] = {}
@@ -122,9 +131,11 @@ class TwainOutput(OutputEndpoint):
                 pairs.append((key_of(message), record))
         if pairs:
             try:
-                producer.write_messages(pairs)
-                if self._options.fsync == "batch":
-                    producer.flush()
+                with self._lock:
+                    producer = self._open()
+                    producer.write_messages(pairs)
+                    if self._options.fsync == "batch":
+                        producer.flush()
             except OSError as error:
                 raise EndpointError(f"{self.describe()}: write failed: {error}") from error
         if failures:
@@ -136,7 +147,9 @@ class TwainOutput(OutputEndpoint):
         if len(record) > self._max_bytes:
             self._open()
             raise self._too_large(record)
-        self._open().write_message(self._key_of(message), record)
+        key = self._key_of(message)
+        with self._lock:
+            self._open().write_message(key, record)
 
     def _too_large(self, record: bytes) -> EndpointError:
         return EndpointError(
@@ -146,9 +159,10 @@ class TwainOutput(OutputEndpoint):
 
     def flush(self) -> None:
         """Force what was written to disk, unless `fsync` is never (then nothing is buffered)."""
-        producer = self._open()
-        if self._options.fsync != "never":
-            producer.flush()
+        with self._lock:
+            producer = self._open()
+            if self._options.fsync != "never":
+                producer.flush()
 
     def status(self) -> EndpointStatus:
         details = {"fsync": self._options.fsync, "key_from": self._options.key_from}
@@ -160,10 +174,11 @@ class TwainOutput(OutputEndpoint):
         return self._options.describe()
 
     def close(self) -> None:
-        producer, self._producer = self._producer, None
-        self._closed = True
-        if producer is not None:
-            producer.close()
+        with self._lock:
+            producer, self._producer = self._producer, None
+            self._closed = True
+            if producer is not None:
+                producer.close()
 
     def _open(self) -> Any:
         producer = self._producer
