@@ -15,6 +15,7 @@
     │   └── UnregisteredMessageTypeError               dataclass type not registered / not declared
     ├── MessageTypeConflictError   (also ValueError)   two classes registered under one name
     ├── InvalidOptionError         (also ValueError)   a bad option value (start_from, fsync, ...)
+    ├── PartitionLockedError                           held by an exclusive producer of this process
     └── ClosedError                                    using a closed producer or consumer
 
 Every message names the offending value. Each class has a ``retriable`` attribute: retry loops
@@ -93,6 +94,12 @@ class MessageTypeConflictError(TwainMQError, ValueError):
 
 class InvalidOptionError(TwainMQError, ValueError):
     """An option with a value it cannot take (``start_from``, ``fsync``, ``timeout`` ...)."""
+
+
+class PartitionLockedError(TwainMQError):
+    """A partition is held by an exclusive producer of this same process (waiting would hang)."""
+
+    retriable = True
 
 
 class ClosedError(TwainMQError):

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from .config import TopicConfig, fsync_directory
 from .encoding import HEAD, HEAD_MAGIC, INDEX_ENTRY
+from .errors import PartitionLockedError
 from .recovery import recover_partition
 from .retention import apply_retention
 from .segments import index_path, segment_path
@@ -40,6 +41,10 @@ _FIRST = [0]
 # Bound once: the single-write path runs these per message.
 _flock, _pwrite = fcntl.flock, os.pwrite
 _LOCK_EX, _LOCK_UN = fcntl.LOCK_EX, fcntl.LOCK_UN
+_LOCK_NOW = fcntl.LOCK_EX | fcntl.LOCK_NB
+# Heads (st_dev, st_ino) whose lock a producer in this process holds for its lifetime
+# (exclusive=True): waiting for one of them from this process would never end.
+_HELD_HERE: set[tuple[int, int]] = set()
 _unpack_head, _pack_end_and_next = HEAD_FIELDS.unpack_from, END_AND_NEXT.pack_into
 
 
@@ -53,13 +58,53 @@ class PartitionLog:
         self._segment_bytes = config.segment_bytes
         directory.mkdir(parents=True, exist_ok=True)
         self._head_fd = os.open(directory / "head", os.O_RDWR | os.O_CREAT, 0o644)
+        stat = os.fstat(self._head_fd)
+        self._identity = (stat.st_dev, stat.st_ino)
+        self._held = False
         self._ensure_head_size()
         self._head = mmap.mmap(self._head_fd, mmap.PAGESIZE)
         self._segment_base = -1
         self._segment_fd = -1
         self._index_fd = -1
-        with self.locked():
+        self._open_and_recover()
+
+    def _open_and_recover(self) -> None:
+        """Recover the partition, unless a live writer holds it (and so keeps it whole)."""
+        try:
+            _flock(self._head_fd, _LOCK_NOW)
+        except BlockingIOError:
+            if self.read_head_if_valid() is not None:
+                return
+            self._wait_for_lock()
+        try:
             self.recover()
+        finally:
+            _flock(self._head_fd, _LOCK_UN)
+
+    def _wait_for_lock(self) -> None:
+        if self._identity in _HELD_HERE:
+            raise PartitionLockedError(
+                f"partition {self.partition} ({self.directory}) is held by an exclusive "
+                "producer in this process: close it first"
+            )
+        _flock(self._head_fd, _LOCK_EX)
+
+    def hold(self) -> None:
+        """Keep the partition's lock until ``release()`` (an exclusive producer)."""
+        if not self._held:
+            try:
+                _flock(self._head_fd, _LOCK_NOW)
+            except BlockingIOError:
+                self._wait_for_lock()
+            self._held = True
+            _HELD_HERE.add(self._identity)
+
+    def release(self) -> None:
+        """Give back a lock taken by ``hold()``."""
+        if self._held:
+            _HELD_HERE.discard(self._identity)
+            self._held = False
+            _flock(self._head_fd, _LOCK_UN)
 
     def _ensure_head_size(self) -> None:
         if os.fstat(self._head_fd).st_size < mmap.PAGESIZE:
@@ -70,11 +115,14 @@ class PartitionLog:
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the partition's exclusive lock (shared by every process)."""
-        fcntl.flock(self._head_fd, fcntl.LOCK_EX)
+        if self._held:
+            yield
+            return
+        self._lock()
         try:
             yield
         finally:
-            fcntl.flock(self._head_fd, fcntl.LOCK_UN)
+            _flock(self._head_fd, _LOCK_UN)
 
     def recover(self) -> None:
         """Cut back a torn tail, rebuild missing indexes, refresh the head. Hold the lock."""
@@ -105,15 +153,29 @@ class PartitionLog:
         ``sync`` syncs the segment before the head moves; ``durable_roll`` syncs a segment
         being sealed. Returns the offset of the first record. Takes and releases the lock.
         """
-        _flock(self._head_fd, _LOCK_EX)
+        held = self._held
+        if not held:
+            self._lock()
         try:
             return self._append_locked(data, positions, timestamp_us, sync, durable_roll)
         finally:
-            _flock(self._head_fd, _LOCK_UN)
+            if not held:
+                _flock(self._head_fd, _LOCK_UN)
+
+    def _lock(self) -> None:
+        try:
+            _flock(self._head_fd, _LOCK_NOW)
+        except BlockingIOError:
+            self._wait_for_lock()
 
     def append_one(self, record: bytes, timestamp_us: int, sync: bool, durable_roll: bool) -> int:
         """Append one record; the common case (no roll, no index entry due) is kept short."""
-        _flock(self._head_fd, _LOCK_EX)
+        held = self._held
+        if not held:
+            try:
+                _flock(self._head_fd, _LOCK_NOW)
+            except BlockingIOError:
+                self._wait_for_lock()
         try:
             base, end, next_offset, _, next_index = _unpack_head(self._head, _FIELDS_AT)
             if (
@@ -128,7 +190,8 @@ class PartitionLog:
             _pack_end_and_next(self._head, _END_AT, end + len(record), next_offset + 1)
             return next_offset
         finally:
-            _flock(self._head_fd, _LOCK_UN)
+            if not held:
+                _flock(self._head_fd, _LOCK_UN)
 
     def _append_locked(
         self, data: bytes, positions: list[int], timestamp_us: int, sync: bool, durable_roll: bool
@@ -203,6 +266,7 @@ class PartitionLog:
     def close(self) -> None:
         """Close every file of this partition."""
         self.close_files()
+        self.release()
         if self._head_fd >= 0:
             self._head.close()
             os.close(self._head_fd)

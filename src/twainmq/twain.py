@@ -112,9 +112,11 @@ class Twain:
         fsync: str = "never",
         partitioner: Partitioner | None = None,
         batch_interval: float = 0.01,
+        exclusive: bool = False,
     ) -> Producer:
-        """A producer for the topic (see ``Producer`` for ``fsync`` and ``partitioner``)."""
-        return Producer(self._open(topic_name), fsync, partitioner, batch_interval)
+        """A producer for the topic (see ``Producer`` for ``fsync``, ``partitioner``,
+        ``batch_interval`` and ``exclusive``)."""
+        return Producer(self._open(topic_name), fsync, partitioner, batch_interval, exclusive)
 
     def consumer(
         self, topic_name: str, start_from: str = "start", group: str | None = None, **options: Any

@@ -98,3 +98,19 @@ def test_kill_9_mid_stream_loses_no_acknowledged_write(
             missing = seqs - set(found.get(name, {}))
             assert not missing, f"{name}: acknowledged but lost: {sorted(missing)[:10]}"
     assert sum(len(s) for s in acked.values()) > 100  # the writers really wrote
+
+
+def test_an_exclusive_producer_makes_other_processes_wait(tmq: Twain, tmp_path: Path) -> None:
+    tmq.create_topic("t")
+    holder = tmq.producer("t", exclusive=True)
+    holder.write_message(1, "held:0")
+    other = start_writer(tmq.root_dir, "w", 5, "never", tmp_path / "w.acks")
+    time.sleep(0.5)
+    assert other.poll() is None  # still waiting for the lock
+    assert read_acks(tmp_path / "w.acks") == []
+    assert tmq.consumer("t").poll().message == "held:0"  # type: ignore[union-attr]
+    holder.write_message(1, "held:1")
+    holder.close()
+    assert other.wait(timeout=60) == 0
+    found = check_log(tmq)
+    assert sorted(found["held"]) == [0, 1] and sorted(found["w"]) == list(range(5))

@@ -17,6 +17,7 @@ from twainmq import (
     Message,
     MessageTooLargeError,
     OffsetOutOfRangeError,
+    PartitionLockedError,
     RecordMetadata,
     Twain,
     multi_poll,
@@ -264,3 +265,18 @@ def test_bad_keys_are_refused_by_value(tmq: Twain) -> None:
             producer.write_message(bad, "x")
         with pytest.raises(InvalidKeyError, match=re.escape(repr(bad))):
             producer.write_messages([(1, "ok"), (bad, "x")])
+
+
+def test_exclusive_producer_and_others_in_the_same_process(tmq: Twain) -> None:
+    tmq.create_topic("t", partitions=2)
+    exclusive = tmq.producer("t", exclusive=True)
+    assert exclusive.write_message(1, "a", partition=0).offset == 0
+    assert exclusive.write_message(1, "b", partition=0).offset == 1
+    consumer = tmq.consumer("t")  # readers never wait for writers
+    assert [m.message for m in consumer.poll_many(5) if m.partition == 0][:1] == ["a"]
+    shared = tmq.producer("t")
+    shared.write_message(1, "other partition", partition=1)
+    with pytest.raises(PartitionLockedError, match=r"partition 0 .* exclusive producer"):
+        shared.write_message(1, "x", partition=0)
+    exclusive.close()
+    assert shared.write_message(1, "now free", partition=0).offset == 2
