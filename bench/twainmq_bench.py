@@ -6,6 +6,7 @@
 Scenarios (100-byte messages, u16 keys cycling over 1000 values, 4 partitions, unless said):
   produce       write_message one at a time
   produce1000   write_message one at a time, 1000-byte messages
+  produce-exclusive  write_message one at a time, producer(exclusive=True) (peer: no option)
   batch         write_messages (the peer has none: it falls back to write_message one by one)
   fsync-batch   write_message one at a time with fsync="batch" (peer: no fsync option)
   fsync-always  write_message one at a time with fsync="always" (peer: no fsync option)
@@ -40,6 +41,7 @@ KEYS = 1000
 SCENARIOS = (
     "produce",
     "produce1000",
+    "produce-exclusive",
     "batch",
     "fsync-batch",
     "fsync-always",
@@ -61,12 +63,10 @@ def open_topic(root: str) -> Twain:
     return tmq
 
 
-def make_producer(tmq: Twain, fsync: str | None = None):  # type: ignore[no-untyped-def]
-    if fsync is None:
-        return tmq.producer("bench")
+def make_producer(tmq: Twain, **options: object):  # type: ignore[no-untyped-def]
     try:
-        return tmq.producer("bench", fsync=fsync)
-    except TypeError:  # the peer has no fsync option
+        return tmq.producer("bench", **options)
+    except TypeError:  # the peer has no fsync or exclusive option
         return tmq.producer("bench")
 
 
@@ -83,9 +83,9 @@ def fill(tmq: Twain, count: int, size: int) -> None:
             producer.write_message(key, msg)
 
 
-def produce(root: str, count: int, size: int = 100, fsync: str | None = None) -> float:
+def produce(root: str, count: int, size: int = 100, **options: object) -> float:
     tmq = open_topic(root)
-    producer = make_producer(tmq, fsync)
+    producer = make_producer(tmq, **options)
     msgs = payloads(size)
     write = producer.write_message
     start = time.perf_counter()
@@ -156,6 +156,7 @@ def run(scenario: str, count: int) -> float:
     jobs: dict[str, Callable[[str], float]] = {
         "produce": lambda r: produce(r, count),
         "produce1000": lambda r: produce(r, count, 1000),
+        "produce-exclusive": lambda r: produce(r, count, exclusive=True),
         "batch": lambda r: batch(r, count),
         "fsync-batch": lambda r: produce(r, count, fsync="batch"),
         "fsync-always": lambda r: produce(r, count, fsync="always"),
@@ -179,7 +180,7 @@ def default_count(scenario: str) -> int:
 
 
 def compare(scenarios: list[str], count: int | None) -> None:
-    print(f"{'scenario':14} {'ours':>14} {'peer 0.2.3':>14} {'ratio':>8}")
+    print(f"{'scenario':18} {'ours':>14} {'peer 0.2.3':>14} {'ratio':>8}")
     for scenario in scenarios:
         figures = []
         for python in (OURS_PYTHON, PEER_PYTHON):
@@ -192,7 +193,7 @@ def compare(scenarios: list[str], count: int | None) -> None:
         ours, peer = figures
         ratio = f"{ours / peer:.1f}x" if peer else "-"
         peer_text = f"{peer:,.2f}" if peer is not None else "-"
-        print(f"{scenario:14} {ours:>14,.2f} {peer_text:>14} {ratio:>8}", flush=True)
+        print(f"{scenario:18} {ours:>14,.2f} {peer_text:>14} {ratio:>8}", flush=True)
 
 
 def main() -> None:
