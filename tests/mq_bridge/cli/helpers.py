@@ -38,11 +38,14 @@ def spawn(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subproces
     )
 
 
-def run_child(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m mq_bridge ARGS`` to completion."""
+def run_child(
+    *args: str, cwd: Path, stdin: str | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m mq_bridge ARGS`` to completion (with `stdin` as its input)."""
     return subprocess.run(
         [sys.executable, "-m", "mq_bridge", *args],
         cwd=cwd,
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,
