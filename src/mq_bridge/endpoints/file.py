@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from mq_bridge.endpoints.base import BuildContext, OutputEndpoint
-from mq_bridge.endpoints.file_formats import FORMATS, encode_record, encode_records, format_name
+from mq_bridge.endpoints.file_formats import FORMATS, encode_records, format_name, record_encoder
 from mq_bridge.endpoints.file_reader import FileInput
 from mq_bridge.errors import ClosedError, ConfigError, EndpointError, SendError
 from mq_bridge.message import Message
@@ -168,6 +168,7 @@ class FileOutput(OutputEndpoint):
 
     def __init__(self, options: FileOptions) -> None:
         self._options = options
+        self._encode = record_encoder(options.format, options.delimiter)
         self._appender: Appender | None = None
         self._closed = False
 
@@ -190,8 +191,7 @@ class FileOutput(OutputEndpoint):
 
     def send_one(self, message: Message) -> None:
         """One message: buffered for at most `linger_ms` unless linger is 0 or fsync always."""
-        options = self._options
-        self._open().append(encode_record(message, options.format, options.delimiter))
+        self._open().append(self._encode(message))
 
     def _open(self) -> Appender:
         appender = self._appender

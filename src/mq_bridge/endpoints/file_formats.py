@@ -29,6 +29,7 @@ message's failure instead of writing a line that would read back as two.
 from __future__ import annotations
 
 import binascii
+import functools
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -42,6 +43,7 @@ try:
 
     _fast_loads, _fast_dumps = orjson.loads, orjson.dumps
 except ImportError:  # pragma: no cover
+    orjson = None  # type: ignore[assignment]
     _fast_loads = json.loads
 
     def _fast_dumps(value: Any) -> bytes:
@@ -55,6 +57,7 @@ __all__ = [
     "encode_record",
     "encode_records",
     "format_name",
+    "record_encoder",
 ]
 
 #: Config names, with mq-bridge's aliases, mapped to the format they mean.
@@ -84,25 +87,19 @@ def encode_records(
     messages: Sequence[Message], fmt: str, delimiter: bytes
 ) -> tuple[bytes, dict[int, Exception]]:
     """The bytes to append for `messages`, and the messages that cannot be written, by index."""
-    encode_one = _raw_record if fmt == "raw" else _ENVELOPE_ENCODERS[fmt]
+    encode = record_encoder(fmt, delimiter)
+    try:
+        return b"".join([encode(message) for message in messages]), {}
+    except ValueError:
+        pass
     records: list[bytes] = []
     failures: dict[int, Exception] = {}
     for index, message in enumerate(messages):
         try:
-            record = encode_one(message)
+            records.append(encode(message))
         except ValueError as error:
             failures[index] = error
-            continue
-        if delimiter in record:
-            failures[index] = ValueError(
-                f"message {message.id}: its {fmt} record contains the delimiter {delimiter!r}"
-            )
-            continue
-        records.append(record)
-    if not records:
-        return b"", failures
-    records.append(b"")
-    return delimiter.join(records), failures
+    return b"".join(records), failures
 
 
 def encode_record(message: Message, fmt: str, delimiter: bytes) -> bytes:
@@ -113,6 +110,38 @@ def encode_record(message: Message, fmt: str, delimiter: bytes) -> bytes:
             f"message {message.id}: its {fmt} record contains the delimiter {delimiter!r}"
         )
     return record + delimiter
+
+
+@functools.lru_cache(maxsize=64)
+def record_encoder(fmt: str, delimiter: bytes) -> Callable[[Message], bytes]:
+    """`encode_record` for one format and delimiter, specialised for the common case."""
+    # JSON text never holds a raw control byte, so such a delimiter needs no check.
+    if fmt in ("normal", "text") and len(delimiter) == 1 and delimiter < b" " and orjson:
+        return _text_envelope_encoder(delimiter)
+    return functools.partial(encode_record, fmt=fmt, delimiter=delimiter)
+
+
+def _text_envelope_encoder(delimiter: bytes) -> Callable[[Message], bytes]:
+    """The publisher's hot path: everything inline, the general path for anything unusual."""
+    dumps = orjson.dumps
+    newline = orjson.OPT_APPEND_NEWLINE if delimiter == b"\n" else 0
+
+    def encode(message: Message) -> bytes:
+        digits = f"{message._id:032x}"
+        try:
+            envelope = {
+                "message_id": f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-"
+                f"{digits[16:20]}-{digits[20:]}",
+                "payload": message._payload.decode(),
+            }
+            if message._metadata:
+                envelope["metadata"] = message._metadata  # type: ignore[assignment]
+            record: bytes = dumps(envelope, option=newline)
+        except (UnicodeDecodeError, TypeError):  # binary payload, surrogates: general path
+            return encode_record(message, "normal", delimiter)
+        return record if newline else record + delimiter
+
+    return encode
 
 
 def _raw_record(message: Message) -> bytes:

@@ -8,7 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mq_bridge.endpoints.file_formats import decode_records, encode_record, encode_records
+from mq_bridge.endpoints.file_formats import (
+    decode_records,
+    encode_record,
+    encode_records,
+    record_encoder,
+)
 from mq_bridge.message import Message
 
 ids = st.integers(min_value=0, max_value=(1 << 128) - 1)
@@ -43,10 +48,16 @@ def round_trip(batch: list[Message], fmt: str, delimiter: bytes = b"\n") -> list
     return result.messages
 
 
+@pytest.mark.parametrize("delimiter", [b"\n", b"\x00", b"\x1e\n"])
 @pytest.mark.parametrize("fmt", ["normal", "text"])
 @given(batch=st.lists(messages, max_size=8))
-def test_envelope_formats_round_trip_every_message_exactly(fmt: str, batch: list[Message]) -> None:
-    assert round_trip(batch, fmt) == batch
+def test_envelope_formats_round_trip_every_message_exactly(
+    fmt: str, delimiter: bytes, batch: list[Message]
+) -> None:
+    assert round_trip(batch, fmt, delimiter) == batch
+    assert [record_encoder(fmt, delimiter)(m) for m in batch] == [
+        encode_record(m, fmt, delimiter) for m in batch
+    ]
 
 
 @given(values=st.lists(json_values, max_size=6), meta=metadata, id_value=ids)
