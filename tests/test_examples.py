@@ -75,7 +75,7 @@ def test_durable_pipeline_from_the_command_line(tmp_path: Path) -> None:
     )
     out = _run(*mq_bridge, "run", config, "--handler", handler, "--stop-when-idle", "0.5",
                cwd=tmp_path, env=env)  # fmt: skip
-    assert "route enrich: 1 messages" in out
+    assert "route enrich: 1 message in" in out
     out = _run(*mq_bridge, "consume", config, "--consumer", "enriched", cwd=tmp_path, env=env)
     assert (
         out

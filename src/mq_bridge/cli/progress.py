@@ -111,8 +111,9 @@ class ProgressReporter:
         for counter in self.counters:
             acked, nacked = counter.counts()
             redelivered = f", {nacked:,} handed back for redelivery" if nacked else ""
+            messages = "message" if acked == 1 else "messages"
             out.write(
-                f"route {counter.name}: {acked:,} messages in {seconds:.2f} s "
+                f"route {counter.name}: {acked:,} {messages} in {seconds:.2f} s "
                 f"({acked / seconds:,.0f} msg/s){redelivered}\n"
             )
         out.flush()
