@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from itertools import chain, zip_longest
 from typing import Any
 
-from .errors import ClosedError, InvalidOptionError, InvalidPartitionError, OffsetOutOfRangeError
+from .errors import (
+    ClosedError,
+    InvalidOptionError,
+    InvalidPartitionError,
+    OffsetOutOfRangeError,
+    TwainMQError,
+)
 from .lookup import log_start, offset_for_timestamp
 from .message import Message
 from .reader import PartitionReader
@@ -115,11 +121,7 @@ class Consumer:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            chunks = [
-                chunk
-                for reader in chain(order[self._turn :], order[: self._turn])
-                if (chunk := reader.fetch(self._fetch_bytes))
-            ]
+            chunks = self._fetch_chunks(chain(order[self._turn :], order[: self._turn]))
         finally:
             if collecting:
                 gc.enable()
@@ -132,6 +134,21 @@ class Consumer:
         self._next = 0
         self._ready_len = len(self._ready)
         return True
+
+    def _fetch_chunks(self, readers: Iterable[PartitionReader]) -> list[list[Message]]:
+        chunks: list[list[Message]] = []
+        for reader in readers:
+            try:
+                chunk = reader.fetch(self._fetch_bytes)
+            except TwainMQError:
+                # Keep what other partitions gave: the failing reader stays at its bad
+                # record and raises again on a later poll.
+                if chunks:
+                    break
+                raise
+            if chunk:
+                chunks.append(chunk)
+        return chunks
 
     def assign(self, positions: Mapping[int, int]) -> None:
         """Read exactly the partitions in ``positions`` (partition -> next offset to read).

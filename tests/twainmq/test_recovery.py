@@ -102,3 +102,25 @@ def test_damage_after_the_last_index_entry_is_reported_on_read(tmq: Twain) -> No
     path.write_bytes(bytes(data))
     with pytest.raises(TopicCorruptError, match=f"byte {8 * RECORD}"):
         consumer.poll_many(10)
+
+
+def test_a_bad_partition_does_not_hide_the_others(tmq: Twain) -> None:
+    tmq.create_topic("t", partitions=2)
+    with tmq.producer("t") as producer:
+        for i in range(5):
+            producer.write_message(1, f"p0-{i}", partition=0)
+            producer.write_message(1, f"p1-{i}", partition=1)
+    consumer = tmq.consumer("t")  # opened first: opening would refuse the damaged partition
+    path = segment(tmq)
+    data = bytearray(path.read_bytes())
+    data[20] ^= 0x01  # the first record of partition 0
+    path.write_bytes(bytes(data))
+    received: list[str] = []
+    errors = 0
+    for _ in range(10):
+        try:
+            received += [m.message for m in consumer.poll_many(10)]
+        except TopicCorruptError:
+            errors += 1
+    assert received == [f"p1-{i}" for i in range(5)]
+    assert errors >= 1 and consumer.position(0) == 0
