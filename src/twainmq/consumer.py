@@ -96,11 +96,14 @@ class Consumer:
             return []
         batch = [first]
         while len(batch) < n:
-            start, stop = self._next, min(self._ready_len, self._next + n - len(batch))
-            if start >= stop and not self._refill():
-                break
-            start, stop = self._next, min(self._ready_len, self._next + n - len(batch))
-            batch.extend(self._ready[start:stop])
+            if self._next >= self._ready_len:
+                try:
+                    if not self._refill():
+                        break
+                except TwainMQError:
+                    break  # return what was taken; the error comes back on the next poll
+            stop = min(self._ready_len, self._next + n - len(batch))
+            batch.extend(self._ready[self._next : stop])
             self._next = stop
         return batch
 
