@@ -95,8 +95,10 @@ def _stop_and_join(routes: Mapping[str, Route], started: list[Route]) -> list[st
     for name, route in routes.items():
         if route not in started:
             continue
+        while route.running:  # our own wait: a second signal must interrupt it at once
+            time.sleep(_WATCH_SECONDS)
         try:
-            route.join()
+            route.join()  # the thread has ended: returns at once, or raises its error
         except Exception as error:
             failures.append(f"route {name!r} stopped: {_describe(error)}")
     return failures

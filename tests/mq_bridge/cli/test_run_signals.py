@@ -82,3 +82,35 @@ def test_a_signal_stops_cleanly_and_a_rerun_resumes(
     assert rerun.returncode == 0, rerun.stderr
     numbers = sorted(json.loads(line)["n"] for line in _lines(output))
     assert numbers == list(range(COUNT))  # all there, and none twice
+
+
+STUCK_HANDLER = """\
+import pathlib, time
+
+def stuck(message):
+    pathlib.Path("handling").touch()
+    time.sleep(60)
+    return message
+"""
+
+
+@pytest.mark.slow
+def test_a_second_signal_quits_at_once(tmp_path: Path) -> None:
+    config = tmp_path / "pipeline.yaml"
+    config.write_text(CONFIG.format(root=tmp_path / "store", output=tmp_path / "out.jsonl"))
+    (tmp_path / "handlers.py").write_text(STUCK_HANDLER)
+    assert (
+        run_child("send", "pipeline.yaml", "--route", "enrich", "x", cwd=tmp_path).returncode == 0
+    )
+    child = spawn("run", "pipeline.yaml", "--handler", "handlers:stuck", cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "handling").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child.send_signal(signal.SIGTERM)  # asks to finish the message in flight: it never will
+    time.sleep(0.5)
+    assert child.poll() is None
+    child.send_signal(signal.SIGTERM)
+    _, err = child.communicate(timeout=30)
+    assert child.returncode == 130
+    assert "Traceback" not in err
+    assert not (tmp_path / "out.jsonl").exists() or (tmp_path / "out.jsonl").read_text() == ""
