@@ -192,3 +192,25 @@ def test_progress_lines_show_totals_and_rates(
     assert all("double: " in line and " msg/s" in line for line in progress)
     quiet = cli(capsys, "run", "bridge.yaml", "--route", "audit", "-q", "--progress-interval", "0")
     assert not [line for line in quiet[2].splitlines() if line.startswith("[")]
+
+
+def test_a_route_that_fails_stops_the_run_with_one_line(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (workdir / "panics.yaml").write_text(
+        textwrap.dedent(f"""\
+            routes:
+              fragile:
+                allow_fault_injection: true
+                batch_size: 10
+                input:
+                  file: {{path: {workdir}/in.jsonl, format: raw}}
+                  middlewares: [{{random_panic: {{mode: panic, trigger_on_message: 35}}}}]
+                output: {{file: {{path: {workdir}/fragile.jsonl, format: raw}}}}
+        """)
+    )
+    code, out, err = cli(capsys, "run", "panics.yaml")
+    assert (code, out) == (1, "")
+    assert err.splitlines()[-1].startswith("mq-bridge: error: route 'fragile' stopped: ")
+    assert "Traceback" not in err
+    assert len(read_json_lines(workdir / "fragile.jsonl")) == 30  # the batches before it
