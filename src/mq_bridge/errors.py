@@ -4,7 +4,8 @@
     ├── ConfigError                    a config document is invalid (names the path)
     ├── EndpointError                  an endpoint failed (connect, send, receive)
     │   ├── EndpointUnavailableError   connection refused / lost  (retriable)
-    │   └── SendTimeoutError           backpressure: a full output did not drain in time
+    │   ├── SendTimeoutError           backpressure: a full output did not drain in time
+    │   └── RequestTimeoutError        a request got no reply in time  (retriable)
     ├── SendError                      some messages of a batch failed (per-message causes)
     └── ClosedError                    the object was closed (also a RuntimeError)
 
@@ -26,6 +27,7 @@ __all__ = [
     "EndpointUnavailableError",
     "MQBridgeError",
     "NonRetryableError",
+    "RequestTimeoutError",
     "RetryableError",
     "SendError",
     "SendTimeoutError",
@@ -63,6 +65,12 @@ class EndpointUnavailableError(EndpointError):
 
 class SendTimeoutError(EndpointError, TimeoutError):
     """An output stayed full (backpressure) for longer than the allowed wait."""
+
+    retriable = True
+
+
+class RequestTimeoutError(EndpointError, TimeoutError):
+    """A request got no reply within its timeout (retriable: the responder may be slow)."""
 
     retriable = True
 

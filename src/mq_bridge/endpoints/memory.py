@@ -40,7 +40,7 @@ from mq_bridge.endpoints.base import (
     InputEndpoint,
     OutputEndpoint,
 )
-from mq_bridge.errors import ClosedError, ConfigError, EndpointError, SendError
+from mq_bridge.errors import ClosedError, ConfigError, RequestTimeoutError, SendError
 from mq_bridge.message import Message
 
 __all__ = ["SCHEMA", "MemoryInput", "MemoryOutput", "build_input", "build_output"]
@@ -181,7 +181,7 @@ class MemoryOutput(OutputEndpoint):
             )
             reply = waiter.wait(remaining)
         if reply is None:
-            raise ReplyTimeoutError(
+            raise RequestTimeoutError(
                 f"no reply on memory topic {self._topic.name!r} within {timeout}s "
                 f"(correlation_id {correlation_id}); does a route with a `response` output "
                 "read it?"
@@ -206,12 +206,6 @@ class MemoryOutput(OutputEndpoint):
 
     def _send_after_close(self, message: Message) -> None:
         raise ClosedError(f"{self.describe()} output is closed")
-
-
-class ReplyTimeoutError(EndpointError, TimeoutError):
-    """No reply arrived within `request_timeout_ms` (retriable: the responder may be slow)."""
-
-    retriable = True
 
 
 def build_input(options: Mapping[str, Any], context: BuildContext) -> MemoryInput:

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from mq_bridge import Message, Publisher, Route
-from mq_bridge.errors import ClosedError, SendTimeoutError
+from mq_bridge.errors import ClosedError, RequestTimeoutError, SendTimeoutError
 from tests.mq_bridge.helpers import read, unique
 
 
@@ -66,8 +66,9 @@ def test_request_and_request_json_get_the_reply_of_a_response_route():
 def test_request_times_out_with_a_clear_error_when_nobody_answers():
     config = {"memory": {"topic": unique("rpc"), "request_reply": True, "request_timeout_ms": 30}}
     publisher = Publisher.from_config(config)
-    with publisher, pytest.raises(TimeoutError, match="no reply"):
+    with publisher, pytest.raises(RequestTimeoutError, match="no reply") as raised:
         publisher.request(b"hello?")
+    assert isinstance(raised.value, TimeoutError) and raised.value.retriable
 
 
 def test_close_is_idempotent_and_later_sends_raise():
