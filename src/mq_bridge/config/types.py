@@ -293,6 +293,8 @@ class TwainConfig(_TwainConfigRequired, total=False):
     group: str
     start_from: Literal["start", "now"]
     session_timeout_ms: Union[int, None]
+    #: Input: commit acks at most this often (default 0: every ack).
+    commit_interval_ms: Union[int, None]
     #: Create the topic if it does not exist, with these settings.
     create: TwainConfigCreate
     #: Output: key field.

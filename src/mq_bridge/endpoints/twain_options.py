@@ -37,6 +37,7 @@ class TwainOptions:
     group: str | None = None
     start_from: str = "start"
     session_timeout: float = 10.0
+    commit_interval: float = 0.0
     create: Mapping[str, Any] | None = None
     key_from: str | None = None
     fsync: str = "never"
@@ -52,12 +53,14 @@ class TwainOptions:
         if group is not None:
             _check_name(group, "twain.group")
         timeout_ms = options.get("session_timeout_ms")
+        interval_ms = options.get("commit_interval_ms") or 0
         return cls(
             root=Path(root).expanduser(),
             topic=str(topic),
             group=group,
             start_from=_choice(options, "start_from", ("start", "now")),
             session_timeout=10.0 if timeout_ms is None else timeout_ms / 1000,
+            commit_interval=interval_ms / 1000,
             create=_create_settings(options.get("create")),
             key_from=options.get("key_from"),
             fsync=_choice(options, "fsync", ("never", "batch", "always")),

@@ -39,6 +39,10 @@ class TwainInput(InputEndpoint):
     it receives on: one lock serializes every use of it. Waiting for messages happens
     outside the lock (short non-blocking polls with growing pauses), so an ack never waits
     for an idle receive.
+
+    With `commit_interval_ms`, acks are remembered and committed at most that often; what
+    is left is committed as soon as the input is idle, before a partition is handed to
+    another member (``on_revoke``) and on close.
     """
 
     def __init__(self, options: TwainOptions, group: str) -> None:
@@ -49,6 +53,8 @@ class TwainInput(InputEndpoint):
         self._closed = False
         self._interrupts = 0
         self._tag_source = _env.source_metadata_enabled()
+        self._uncommitted: dict[int, int] = {}  # acked, not yet committed: partition -> next
+        self._next_commit = 0.0
 
     def connect(self) -> None:
         with self._lock:
@@ -62,6 +68,7 @@ class TwainInput(InputEndpoint):
                     options.start_from,
                     group=self._group,
                     session_timeout=options.session_timeout,
+                    on_revoke=self._commit_revoked,
                 )
             except (OSError, TwainMQError) as error:
                 raise EndpointError(f"{self}: cannot join the group: {error}") from error
@@ -87,7 +94,10 @@ class TwainInput(InputEndpoint):
         pause = _FIRST_PAUSE
         while True:
             with self._lock:
-                records: list[Any] = self._open().poll_many(max_messages, 0)
+                consumer = self._open()
+                records: list[Any] = consumer.poll_many(max_messages, 0)
+                if not records and self._uncommitted:  # idle: commit what acks deferred
+                    self._commit(consumer)
             if records or interrupts != self._interrupts:
                 return records
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -97,22 +107,36 @@ class TwainInput(InputEndpoint):
             pause = min(pause * 2, _MAX_PAUSE)
 
     def ack(self, batch: Batch) -> None:
-        """Commit the batch's end offsets of the partitions this member still owns."""
+        """Commit the batch's end offsets (now, or within `commit_interval_ms`)."""
         span = batch.token
         if not isinstance(span, _Span):
             return
         with self._lock:
             consumer = self._open()
-            owned = set(consumer.assignment())
-            offsets = {p: o for p, o in span.next.items() if p in owned}
-            moved = sorted(set(span.next) - owned)
-            try:
-                if offsets:
-                    consumer.commit(offsets)
-            except CommitFencedError as error:
-                moved = error.partitions
+            self._uncommitted.update(span.next)
+            if time.monotonic() >= self._next_commit:
+                self._commit(consumer)
+
+    def _commit(self, consumer: GroupConsumer, partitions: list[int] | None = None) -> None:
+        """Commit the acked offsets (of `partitions`, else all) still owned. Lock held."""
+        pending = self._uncommitted
+        chosen = list(pending) if partitions is None else [p for p in partitions if p in pending]
+        offsets = {p: pending.pop(p) for p in chosen}
+        owned = set(consumer.assignment())
+        moved = sorted(set(offsets) - owned)
+        try:
+            consumer.commit({p: o for p, o in offsets.items() if p in owned})
+        except CommitFencedError as error:
+            moved = error.partitions
+        self._next_commit = time.monotonic() + self._options.commit_interval
         if moved:  # at least once: the new owner reads them again from the last commit
-            log.info("%s: partitions %s moved before the ack; redelivered there", self, moved)
+            log.info("%s: partitions %s moved before the commit; redelivered there", self, moved)
+
+    def _commit_revoked(self, partitions: list[int]) -> None:
+        """``on_revoke``: hand over exact progress (runs inside a poll or close: lock held)."""
+        consumer = self._consumer
+        if consumer is not None and self._uncommitted:
+            self._commit(consumer, partitions)
 
     def nack(self, batch: Batch) -> None:
         """Seek back to the batch's start in every partition this member still owns."""
@@ -155,9 +179,15 @@ class TwainInput(InputEndpoint):
     def close(self) -> None:
         """Leave the group at once: the other members take the partitions over."""
         with self._lock:
-            consumer, self._consumer = self._consumer, None
+            consumer = self._consumer
             self._closed = True
-            if consumer is not None:
+            if consumer is None:
+                return
+            try:
+                if self._uncommitted:
+                    self._commit(consumer)
+            finally:
+                self._consumer = None
                 consumer.close()
 
     def _open(self) -> GroupConsumer:

@@ -235,3 +235,55 @@ def test_an_ack_for_a_partition_that_moved_does_not_fail(tmp_path: Path) -> None
     finally:
         first.close()
         second.close()
+
+
+def test_a_commit_interval_defers_acks_until_idle_or_close(tmp_path: Path) -> None:
+    config = endpoint(tmp_path, create={}, group="g", commit_interval_ms=600_000)
+    with Publisher.from_config(config) as publisher:
+        publisher.send_batch([str(n).encode() for n in range(12)])
+    with Consumer.from_config(config) as consumer:
+        assert len(poll_all(consumer, 4)) == 4
+        consumer.commit()  # the first ack commits at once
+        assert len(poll_all(consumer, 4)) == 4
+        consumer.commit()  # deferred: the interval has not passed
+        assert consumer.status()["pending"] == 8
+        assert len(poll_all(consumer, 4)) == 4
+        consumer.commit()
+        assert consumer.poll(max=1, timeout_ms=50) == []  # idle: what was acked is committed
+        assert consumer.status()["pending"] == 0
+    with Publisher.from_config(config) as publisher:
+        publisher.send_batch([b"12", b"13"])
+    with Consumer.from_config(config) as consumer:
+        assert [m.payload for m in poll_all(consumer, 1)] == [b"12"]
+        consumer.commit()  # deferred, then committed by close
+    with Consumer.from_config(config) as consumer:
+        assert [m.payload for m in poll_all(consumer, 1)] == [b"13"]
+
+
+def test_deferred_acks_are_committed_before_a_partition_changes_hands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MQB_SOURCE_METADATA", "1")
+    config = endpoint(tmp_path, create={"partitions": 2}, group="g", commit_interval_ms=600_000)
+    with Publisher.from_config(config) as publisher:  # keyed by id: both partitions get some
+        publisher.send_batch([Message(b"") for _ in range(400)])
+    first = build_input(config, new_context("test"))
+    first.connect()
+    second = build_input(config, new_context("test"))
+    try:
+        first.ack(first.receive(4, 5.0))  # commits at once
+        batch = first.receive(6, 5.0)
+        first.ack(batch)  # deferred
+        acked = {
+            int(m.metadata["mqb.src.twain_partition"]): int(m.metadata["mqb.src.twain_offset"]) + 1
+            for m in batch.messages
+        }
+        second.connect()
+        while len(first.status().details["assignment"]) > 1:
+            assert first.receive(1, 1.0)  # records left: never idle, so on_revoke commits
+        moved = second.receive(1, 10.0).messages[0]
+        partition = int(moved.metadata["mqb.src.twain_partition"])
+        assert int(moved.metadata["mqb.src.twain_offset"]) == acked[partition]
+    finally:
+        first.close()
+        second.close()
