@@ -6,6 +6,7 @@ Four figures, ~100 B JSON messages with one metadata key, a 4-partition topic:
 - batch:   `Publisher.send_batch` of 1000 messages
 - read:    `Consumer.poll(max=500)` + `commit()` through a consumer group, touching payloads
 - route:   a `Route` twain -> handler (returns the message) -> twain, until the output has all
+- route100: the same with ``commit_interval_ms: 100`` (commits at most 10 times a second)
 
 Run::
 
@@ -69,16 +70,17 @@ def read(root: Path, count: int) -> float:
         return count / (time.perf_counter() - started)
 
 
-def route(root: Path, count: int) -> float:
+def route(root: Path, count: int, commit_interval_ms: int = 0) -> float:
+    name = f"route{commit_interval_ms}"
     config = {
-        "input": endpoint(root, "batch", group="route"),
-        "output": endpoint(root, "routed"),
+        "input": endpoint(root, "batch", group=name, commit_interval_ms=commit_interval_ms),
+        "output": endpoint(root, name),
         "batch_size": 512,
     }
     store = Twain(root)
     started = time.perf_counter()
-    with Route.from_config(config, "route").with_handler(lambda message: message):
-        while sum(store.end_offsets("routed").values()) < count:
+    with Route.from_config(config, name).with_handler(lambda message: message):
+        while sum(store.end_offsets(name).values()) < count:
             time.sleep(0.001)
     return count / (time.perf_counter() - started)
 
@@ -88,7 +90,8 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    figures: dict[str, list[float]] = {"single": [], "batch": [], "read": [], "route": []}
+    names = ("single", "batch", "read", "route", "route100")
+    figures: dict[str, list[float]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory() as directory:
         for run in range(args.runs):
             root = Path(directory) / f"run{run}"
@@ -96,6 +99,7 @@ def main() -> None:
             figures["batch"].append(write_batches(root, args.messages))
             figures["read"].append(read(root, args.messages))
             figures["route"].append(route(root, args.messages))
+            figures["route100"].append(route(root, args.messages, commit_interval_ms=100))
             line = ", ".join(f"{name} {values[-1]:,.0f}" for name, values in figures.items())
             print(f"run {run}: {line} msg/s")
     medians = ", ".join(f"{name} {statistics.median(v):,.0f}" for name, v in figures.items())
