@@ -22,6 +22,9 @@ routes:
     output: {{file: {{path: {dir}/archive.jsonl, format: raw}}}}
 """
 
+#: consume stops after this long without a message (the default, 1 s, only slows tests)
+QUICK = ("--timeout-ms", "300")
+
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
@@ -60,12 +63,14 @@ def test_a_route_is_fed_and_read_through_the_log(
 ) -> None:
     events = [f'{{"event": {n}}}' for n in range(5)]
     assert cli(capsys, "send", str(config), "--route", "archive", "--json", *events)[0] == 0
-    code, out, _ = cli(capsys, "consume", str(config), "--consumer", "log", "--no-commit")
+    code, out, _ = cli(capsys, "consume", str(config), "--consumer", "log", "--no-commit", *QUICK)
     assert code == 0
     assert sorted(out.splitlines()) == sorted(e.replace(" ", "") for e in events)
     # --no-commit left the group where it was: the same messages come again, then commit
-    assert len(cli(capsys, "consume", str(config), "--consumer", "log")[1].splitlines()) == 5
-    assert cli(capsys, "consume", str(config), "--consumer", "log")[1] == ""
+    assert (
+        len(cli(capsys, "consume", str(config), "--consumer", "log", *QUICK)[1].splitlines()) == 5
+    )
+    assert cli(capsys, "consume", str(config), "--consumer", "log", *QUICK)[1] == ""
 
 
 def test_consume_route_reads_what_the_route_wrote(
@@ -74,7 +79,7 @@ def test_consume_route_reads_what_the_route_wrote(
     assert cli(capsys, "send", str(config), "--route", "archive", "--json", '{"a": 1}')[0] == 0
     code, _, err = cli(capsys, "run", str(config), "--stop-when-idle", "0.5", "-q")
     assert code == 0, err
-    code, out, _ = cli(capsys, "consume", str(config), "--route", "archive")
+    code, out, _ = cli(capsys, "consume", str(config), "--route", "archive", *QUICK)
     assert (code, out) == (0, '{"a":1}\n')
 
 

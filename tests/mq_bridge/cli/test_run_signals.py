@@ -43,7 +43,7 @@ def _lines(path: Path) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
 def test_a_signal_stops_cleanly_and_a_rerun_resumes(
     tmp_path: Path, stop_signal: signal.Signals
 ) -> None:
