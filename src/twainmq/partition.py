@@ -16,6 +16,7 @@ Locking and durability (see docs/design.md, "Storage engine"):
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import mmap
 import os
@@ -61,6 +62,7 @@ class PartitionLog:
         stat = os.fstat(self._head_fd)
         self._identity = (stat.st_dev, stat.st_ino)
         self._held = False
+        self.dirty = False  # written since the last sync (fsync="batch"; see group_commit.py)
         self._ensure_head_size()
         self._head = mmap.mmap(self._head_fd, mmap.PAGESIZE)
         self._segment_base = -1
@@ -252,8 +254,15 @@ class PartitionLog:
 
     def sync(self) -> None:
         """Flush this process's writes to the partition's active segment to disk."""
-        if self._segment_fd >= 0:
-            os.fdatasync(self._segment_fd)
+        fd = self._segment_fd
+        if fd >= 0:
+            try:
+                os.fdatasync(fd)
+            except OSError as exc:
+                # EBADF: a roll closed it meanwhile (from the group-commit thread); a roll
+                # syncs the segment it seals. Any other error is a failed sync: report it.
+                if exc.errno != errno.EBADF:
+                    raise
 
     def close_files(self) -> None:
         """Close the segment and index files (the head stays open)."""

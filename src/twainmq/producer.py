@@ -9,8 +9,8 @@ encodes a whole batch and writes each partition's share with one locked ``pwrite
 not. It saves two syscalls per call; use it when one producer is the partition's only writer.
 
 Durability (``fsync=``): ``"never"`` (default) leaves flushing to the kernel; ``"batch"``
-syncs the partitions written since the last sync once ``batch_interval`` seconds have passed
-(checked on each write), and on ``flush()``/``close()`` (group commit); ``"always"`` syncs
+(group commit) has a background thread sync the partitions written to every
+``batch_interval`` seconds, and syncs on ``flush()``/``close()``; ``"always"`` syncs
 each write before it is acknowledged.
 """
 
@@ -24,6 +24,7 @@ from typing import Any
 
 from .encoding import LENGTH_AND_CRC, TAG_TEXT, TIMESTAMP_TAG_KEYLEN
 from .errors import ClosedError, InvalidOptionError, MessageTooLargeError
+from .group_commit import GroupCommitter
 from .keys import Partitioner, default_partitioner
 from .message import RecordMetadata
 from .partition import FSYNC_MODES, PartitionLog
@@ -59,9 +60,10 @@ class Producer:
         self._max_bytes = topic.config.max_message_bytes
         self._sync_each = fsync == "always"
         self._durable_roll = fsync != "never"
-        self._batch_ns = int(batch_interval * 1e9) if fsync == "batch" else -1
-        self._last_sync_ns = time.monotonic_ns()
-        self._unsynced: set[PartitionLog] = set()
+        self._group_commit = fsync == "batch"
+        self._committer = (
+            GroupCommitter(topic.opened_logs, batch_interval) if self._group_commit else None
+        )
         self._exclusive = bool(exclusive)
         self._closed = False
 
@@ -93,8 +95,8 @@ class Producer:
         tail = TIMESTAMP_TAG_KEYLEN.pack(stamp, tag, len(key_bytes)) + key_bytes + payload
         record = LENGTH_AND_CRC.pack(len(tail) + 4, zlib.crc32(tail)) + tail
         offset = log.append_one(record, stamp, self._sync_each, self._durable_roll)
-        if self._batch_ns >= 0:
-            self._note_unsynced(log)
+        if self._group_commit:
+            log.dirty = True
         return _new_tuple(RecordMetadata, (log.partition, offset))
 
     def write_messages(self, messages: Iterable[tuple[Any, Any]]) -> dict[int, list[range]]:
@@ -122,9 +124,9 @@ class Producer:
         written = {}
         for log, share in by_partition.items():
             written[log.partition] = self._write_share(log, share)
-        if self._batch_ns >= 0:
-            self._unsynced.update(by_partition)
-            self._sync_if_due()
+        if self._group_commit:
+            for log in by_partition:
+                log.dirty = True
         return dict(sorted(written.items()))
 
     def _write_share(self, log: PartitionLog, share: list[tuple[bytes, Any]]) -> list[range]:
@@ -191,34 +193,21 @@ class Producer:
             f"{self._max_bytes} of topic {self.topic!r}"
         )
 
-    def _note_unsynced(self, log: PartitionLog) -> None:
-        self._unsynced.add(log)
-        self._sync_if_due()
-
-    def _sync_if_due(self) -> None:
-        if time.monotonic_ns() - self._last_sync_ns >= self._batch_ns:
-            self._sync_unsynced()
-
-    def _sync_unsynced(self) -> None:
-        for log in self._unsynced:
-            log.sync()
-        self._unsynced.clear()
-        self._last_sync_ns = time.monotonic_ns()
-
     def flush(self) -> None:
         """Make every message written by this producer durable on disk now."""
         self._check_open()
+        if self._committer is not None:
+            self._committer.check()
         for log in self._topic.opened_logs():
+            log.dirty = False
             log.sync()
-        self._unsynced.clear()
-        self._last_sync_ns = time.monotonic_ns()
 
     def close(self) -> None:
         """Sync pending writes (``fsync="batch"``) and release files. Harmless twice."""
         if self._closed:
             return
-        if self._unsynced:
-            self._sync_unsynced()
+        if self._committer is not None:
+            self._committer.stop()
         self._closed = True
         self._routes.clear()
         self._topic.close()

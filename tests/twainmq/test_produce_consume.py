@@ -280,3 +280,18 @@ def test_exclusive_producer_and_others_in_the_same_process(tmq: Twain) -> None:
         shared.write_message(1, "x", partition=0)
     exclusive.close()
     assert shared.write_message(1, "now free", partition=0).offset == 2
+
+
+def test_batch_fsync_syncs_in_the_background_and_stops_on_close(tmq: Twain) -> None:
+    tmq.create_topic("t")
+    producer = tmq.producer("t", fsync="batch", batch_interval=0.01)
+    producer.write_message(1, "x")
+    (log,) = producer._topic.opened_logs()
+    assert log.dirty
+    deadline = time.monotonic() + 30
+    while log.dirty and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not log.dirty  # the group-commit thread synced it
+    thread = producer._committer._thread  # type: ignore[union-attr]
+    producer.close()
+    assert not thread.is_alive()

@@ -1,0 +1,55 @@
+"""Group commit for ``fsync="batch"``: one background thread syncs what a producer wrote.
+
+Writers only mark a partition dirty (an attribute store); every ``interval`` seconds the
+thread syncs the dirty partitions. The flag is cleared *before* the sync, so a write that
+lands meanwhile either is covered by that sync (it reached the kernel first) or leaves the
+flag set for the next round: no write is ever skipped. ``fdatasync`` releases the GIL, so the
+writer keeps writing while the disk works.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from .partition import PartitionLog
+
+
+class GroupCommitter:
+    """Syncs dirty partitions of one producer every ``interval`` seconds until stopped."""
+
+    def __init__(self, logs: Callable[[], list[PartitionLog]], interval: float) -> None:
+        self._logs = logs
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="twainmq-group-commit", daemon=True)
+        self._thread.start()
+
+        self.error: OSError | None = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.sync_dirty()
+            except OSError as exc:  # a failed sync: the producer raises it on flush/close
+                self.error = exc
+                return
+
+    def sync_dirty(self) -> None:
+        """Sync every partition written since its last sync."""
+        for log in self._logs():
+            if log.dirty:
+                log.dirty = False
+                log.sync()
+
+    def check(self) -> None:
+        """Raise the error of a background sync that failed, if one did."""
+        if self.error is not None:
+            raise self.error
+
+    def stop(self) -> None:
+        """Stop the thread, then sync what is still dirty (raising a failed sync's error)."""
+        self._stop.set()
+        self._thread.join()
+        self.check()
+        self.sync_dirty()
