@@ -20,6 +20,8 @@ from .partition import PartitionLog
 from .payloads import MessageTypeRegistry, decode_dataclass
 from .segments import segment_path
 
+_SEEK_ATTEMPTS = 5
+
 
 class PartitionReader:
     """Sequential reader of one partition; ``next_offset`` is the next offset it will read."""
@@ -38,8 +40,14 @@ class PartitionReader:
 
     def seek(self, offset: int) -> None:
         """Read from ``offset`` next (moved up to the oldest kept offset if it is older)."""
-        base, position, actual = locate(self.log.directory, offset, self.log.head())
-        self._open(base)
+        for attempt in range(_SEEK_ATTEMPTS):
+            try:
+                base, position, actual = locate(self.log.directory, offset, self.log.head())
+                self._open(base)
+                break
+            except FileNotFoundError:  # retention deleted the segment meanwhile: look again
+                if attempt == _SEEK_ATTEMPTS - 1:
+                    raise
         self._position = position
         self.next_offset = actual
         self._pending_error = None
