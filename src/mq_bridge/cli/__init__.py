@@ -20,6 +20,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from mq_bridge import __version__
 from mq_bridge.errors import MQBridgeError
 
 __all__ = ["build_parser", "fail", "main"]
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mq-bridge",
         description="Run and try out mq_bridge routes, publishers and consumers.",
     )
+    parser.add_argument("--version", action="version", version=f"mq-bridge {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in _COMMAND_MODULES:

@@ -111,3 +111,13 @@ def test_the_console_entry_point_never_shows_a_traceback(tmp_path: Path) -> None
     assert result.stderr == "mq-bridge: error: config file not found: missing.yaml\n"
     usage = run_child("frobnicate", cwd=tmp_path)
     assert usage.returncode == 2 and "invalid choice: 'frobnicate'" in usage.stderr
+
+
+def test_version_and_help_list_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from mq_bridge import __version__
+
+    assert cli(capsys, "--version") == (0, f"mq-bridge {__version__}\n", "")
+    code, out, _ = cli(capsys, "--help")
+    assert code == 0
+    for command in ("run", "validate", "schema", "send", "consume", "demo"):
+        assert f"    {command} " in out
