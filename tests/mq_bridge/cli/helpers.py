@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -17,11 +18,19 @@ REPOSITORY = Path(__file__).resolve().parents[3]
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """Run ``mq-bridge ARGS`` in this process: (exit code, stdout, stderr)."""
+    """Run ``mq-bridge ARGS`` in this process: (exit code, stdout, stderr).
+
+    The command sets up the ``mq_bridge`` logger as a process would; it is put back
+    afterwards so that other tests see logging as they left it."""
+    logger = logging.getLogger("mq_bridge")
+    level, handlers = logger.level, list(logger.handlers)
     try:
         code = main(list(args))
-    except SystemExit as exit:  # argparse usage errors
+    except SystemExit as exit:  # argparse usage errors and --version
         code = int(exit.code or 0)
+    finally:
+        logger.setLevel(level)
+        logger.handlers[:] = handlers
     out, err = capsys.readouterr()
     return code, out, err
 
