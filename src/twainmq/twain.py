@@ -20,13 +20,22 @@ from .config import (
 )
 from .consumer import Consumer
 from .describe import TopicDescription, describe_topic
-from .errors import UnknownTopicError
+from .errors import TopicConfigError, UnknownTopicError
 from .groups.consumer import join_group
 from .keys import Partitioner
 from .message import Message
 from .payloads import MessageTypeRegistry, message_type_name
 from .producer import Producer
 from .topic import OpenTopic
+
+
+TOPIC_SETTINGS = (
+    "segment_bytes",
+    "index_interval_bytes",
+    "max_message_bytes",
+    "retention_bytes",
+    "retention_seconds",
+)
 
 
 class Twain:
@@ -66,6 +75,11 @@ class Twain:
         classes). ``settings``: ``segment_bytes``, ``index_interval_bytes``,
         ``max_message_bytes``, ``retention_bytes``, ``retention_seconds``.
         """
+        unknown = sorted(set(settings) - set(TOPIC_SETTINGS))
+        if unknown:
+            raise TopicConfigError(
+                f"unknown topic setting {unknown[0]!r}: use {', '.join(TOPIC_SETTINGS)}"
+            )
         names = [t if isinstance(t, str) else message_type_name(t) for t in message_types or []]
         config = TopicConfig(topic_name, key_type, partitions, names, **settings)
         write_new_config(self._root, config)
