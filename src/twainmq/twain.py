@@ -28,7 +28,6 @@ from .payloads import MessageTypeRegistry, message_type_name
 from .producer import Producer
 from .topic import OpenTopic
 
-
 TOPIC_SETTINGS = (
     "segment_bytes",
     "index_interval_bytes",
