@@ -51,9 +51,13 @@ class MemoryChannel:
 
     def put_one(self, message: Message, timeout: float | None) -> None:
         """Append one message, waiting at most `timeout` seconds for room."""
+        self.put_within(timeout, message)
+
+    def put_within(self, timeout: float | None, message: Message) -> None:
+        """`put_one` with the timeout first, so a publisher binds it once with `partial`."""
         if self.broadcast_to:
             for channel in self.broadcast_to:
-                channel.put_one(message, timeout)
+                channel.put_within(timeout, message)
             return
         with self._lock:
             if self.capacity and len(self._items) >= self.capacity:

@@ -146,7 +146,7 @@ class MemoryOutput(OutputEndpoint):
         self._request_timeout = _seconds(options, "request_timeout_ms", 30_000)
         self._closed = False
         if not self._request_reply:  # the publisher hot path: one call less per message
-            self.send_one = functools.partial(topic.queue.put_one, timeout=self._send_timeout)  # type: ignore[method-assign]
+            self.send_one = functools.partial(topic.queue.put_within, self._send_timeout)  # type: ignore[method-assign]
 
     def send_one(self, message: Message) -> None:
         self.send((message,))
