@@ -23,8 +23,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import statistics
+import string
 import subprocess
 import sys
 import tempfile
@@ -53,8 +55,14 @@ SCENARIOS = (
 
 
 def payloads(size: int) -> list[str]:
-    """1000 distinct ASCII messages of ``size`` bytes."""
-    return [f"{i:06d}".ljust(size, "x") for i in range(KEYS)]
+    """1000 distinct messages of ``size`` random letters and digits (seeded).
+
+    Random text, not a repeated character: the peer deflates every message, and a payload
+    that compresses to nothing would flatter it.
+    """
+    rng = random.Random(size)
+    alphabet = string.ascii_letters + string.digits
+    return ["".join(rng.choices(alphabet, k=size)) for _ in range(KEYS)]
 
 
 def open_topic(root: str) -> Twain:
