@@ -52,7 +52,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,6 +170,7 @@ class FileOutput(OutputEndpoint):
         self._options = options
         self._encode = record_encoder(options.format, options.delimiter)
         self._appender: Appender | None = None
+        self._append: Callable[[bytes], None] = self._refuse
         self._closed = False
 
     def connect(self) -> None:
@@ -178,6 +179,7 @@ class FileOutput(OutputEndpoint):
         if self._closed:
             raise ClosedError(f"{self.describe()} is closed")
         self._appender = Appender(self._options)
+        self._append = self._appender.append
         # Flushes what single sends left buffered if the publisher is collected or the
         # interpreter exits without `close()` (the appender, not self, is referenced).
         weakref.finalize(self, self._appender.close)
@@ -191,7 +193,10 @@ class FileOutput(OutputEndpoint):
 
     def send_one(self, message: Message) -> None:
         """One message: buffered for at most `linger_ms` unless linger is 0 or fsync always."""
-        self._open().append(self._encode(message))
+        self._append(self._encode(message))
+
+    def _refuse(self, record: bytes) -> None:
+        self._open()
 
     def _open(self) -> Appender:
         appender = self._appender
@@ -209,6 +214,7 @@ class FileOutput(OutputEndpoint):
 
     def close(self) -> None:
         appender, self._appender = self._appender, None
+        self._append = self._refuse
         self._closed = True
         if appender is not None:
             appender.close()
@@ -243,7 +249,8 @@ class Appender:
     def append(self, record: bytes) -> None:
         """Add one record; written now when unbuffered or when the buffer is full."""
         with self._lock:
-            self._check()
+            if self._fd < 0 or self._error is not None:
+                self._check()
             if not self._buffered:
                 self._write(record)
                 return
