@@ -17,6 +17,7 @@ from twainmq.groups.consumer import GroupConsumer, join_group
 from twainmq.groups.errors import (
     CommitFencedError,
     GroupActiveError,
+    GroupBusyError,
     GroupError,
     GroupNotFoundError,
     InvalidGroupNameError,
@@ -30,6 +31,7 @@ from twainmq.groups.membership import MemberStatus
 __all__ = [
     "CommitFencedError",
     "GroupActiveError",
+    "GroupBusyError",
     "GroupConsumer",
     "GroupDescription",
     "GroupError",

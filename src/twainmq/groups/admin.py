@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from twainmq.groups.commits import read_commits, write_commits
-from twainmq.groups.errors import GroupActiveError, GroupNotFoundError
+from twainmq.groups.errors import GroupActiveError, GroupBusyError, GroupNotFoundError
 from twainmq.groups.lag import PartitionLag, partition_lags
 from twainmq.groups.layout import GroupPaths
 from twainmq.groups.locking import exclusive_lock
@@ -21,6 +21,7 @@ from twainmq.groups.state import GroupState, load_state
 
 # Describing a group must not call a slow member hung; only its members decide that.
 _DESCRIBE_SESSION_TIMEOUT = 10.0
+_RESET_WAIT = 5.0
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,9 @@ def reset_offsets(paths: GroupPaths, offsets: Mapping[int, int]) -> None:
     """
     if not paths.directory.is_dir():
         raise GroupNotFoundError(paths.topic, paths.group)
-    with exclusive_lock(paths.lock):
+    with exclusive_lock(paths.lock, timeout=_RESET_WAIT) as locked:
+        if not locked:
+            raise GroupBusyError(paths.group)
         state = load_state(paths)
         live = [
             m

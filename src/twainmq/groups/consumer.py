@@ -199,6 +199,8 @@ class GroupConsumer:
             raise ClosedError(f"group consumer of group {self.group!r} is closed")
         if self._member.refresh():
             self._update_ownership()
+            while self._member.reload():  # the group moved on meanwhile (callbacks can be slow)
+                self._update_ownership()
 
     def _update_ownership(self) -> None:
         self._revoke(self._member.revocations())

@@ -35,16 +35,24 @@ class MembershipChange:
 
 
 def rebalance(
-    paths: GroupPaths, partitions: int, session_timeout: float, change: MembershipChange
-) -> tuple[GroupState, os.stat_result]:
+    paths: GroupPaths,
+    partitions: int,
+    session_timeout: float,
+    change: MembershipChange,
+    wait: float | None = None,
+) -> tuple[GroupState, os.stat_result] | None:
     """Apply ``change`` and prune departed members; return the new state and its file's stat.
 
     ``on_create`` runs (with the lock held) only when the group has no state
     yet. The returned stat identifies the state file this call wrote or read,
-    so the caller can tell any later change by a cheaper ``os.stat``.
+    so the caller can tell any later change by a cheaper ``os.stat``. Waits
+    ``wait`` seconds at most for the group lock (None: as long as it takes)
+    and returns None if it could not get it.
     """
     paths.create()
-    with exclusive_lock(paths.lock):
+    with exclusive_lock(paths.lock, wait) as locked:
+        if not locked:
+            return None
         state = load_state(paths)
         if state is None:
             state = GroupState(generation=0, partitions=partitions)

@@ -8,6 +8,7 @@
           ├── CommitFencedError        commit of a partition this member does not own
           ├── PartitionNotOwnedError   seek/position of a partition this member does not own
           ├── GroupActiveError         admin change refused while members are alive
+          ├── GroupBusyError           the group lock stayed held (a member frozen mid-change)
           └── GroupNotFoundError       no such group on that topic
 """
 
@@ -66,6 +67,19 @@ class GroupActiveError(GroupError):
         self.members = sorted(members)
         super().__init__(
             f"group {group!r} has live members {self.members}; stop them before resetting"
+        )
+
+
+class GroupBusyError(GroupError):
+    """The group lock stayed held: a member is frozen in the middle of a membership change."""
+
+    retriable = True
+
+    def __init__(self, group: str) -> None:
+        self.group = group
+        super().__init__(
+            f"group {group!r} is busy: its lock stayed held (a member stopped mid-change?);"
+            " try again"
         )
 
 

@@ -3,9 +3,9 @@
 ::
 
     <root>/.groups/<topic>/<group>/
-        group.lock                 flock: serializes every change of state.json and commits.json
+        group.lock                 flock: serializes every change of state.json
         state.json                 generation, members, assignment, partition epochs
-        commits.json               committed offsets: partition -> next offset to read
+        commits/<p>.<epoch>.json   committed offset of partition p (the highest epoch counts)
         members/<member>.member    flock held by the live member; its mtime is the heartbeat
         partitions/<p>.<epoch>.lock  flock held by the member that owns partition p
 
@@ -64,8 +64,12 @@ class GroupPaths:
 
     @cached_property
     def commits(self) -> Path:
-        """The committed offsets file."""
-        return self.directory / "commits.json"
+        """The directory of committed offsets."""
+        return self.directory / "commits"
+
+    def commit(self, partition: int, epoch: int) -> Path:
+        """The commit file of ``partition`` written in ``epoch``."""
+        return self.commits / f"{partition}.{epoch}.json"
 
     @cached_property
     def members(self) -> Path:
@@ -84,6 +88,7 @@ class GroupPaths:
         """Create the group's directories (idempotent)."""
         self.members.mkdir(parents=True, exist_ok=True)
         (self.directory / "partitions").mkdir(exist_ok=True)
+        self.commits.mkdir(exist_ok=True)
 
 
 def list_groups(root: str | Path) -> list[GroupPaths]:

@@ -10,20 +10,39 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 
 @contextmanager
-def exclusive_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (created if missing), blocking until granted."""
+def exclusive_lock(path: Path, timeout: float | None = None) -> Iterator[bool]:
+    """Hold an exclusive lock on ``path`` (created if missing); yields whether it was granted.
+
+    ``timeout=None`` waits as long as it takes; otherwise gives up after
+    ``timeout`` seconds (0: one attempt) and yields False.
+    """
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        yield _acquire(fd, timeout)
     finally:
         os.close(fd)
+
+
+def _acquire(fd: int, timeout: float | None) -> bool:
+    if timeout is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return True
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.001)
 
 
 def try_lock(path: Path, create: bool = True) -> int | None:

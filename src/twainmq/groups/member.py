@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from twainmq.groups.commits import commit_fenced, read_commits
+from twainmq.groups.commits import adopt_commit, commit_fenced, read_commits
 from twainmq.groups.coordinator import MembershipChange, find_departed, rebalance
 from twainmq.groups.layout import GroupPaths
 from twainmq.groups.membership import MemberFile, new_member_id
@@ -71,11 +71,15 @@ class GroupMember:
         self._file = MemberFile(self.paths, self.member_id)
         self._locks = PartitionLocks(self.paths, self.member_id)
         change = MembershipChange({self.member_id: self._file.info}, on_create=self._on_create)
-        self._adopt(*rebalance(self.paths, self.partitions, self.settings.session_timeout, change))
+        self._adopt(rebalance(self.paths, self.partitions, self.settings.session_timeout, change))
 
-    def _adopt(self, state: GroupState, stat: os.stat_result) -> None:
-        self.state = state
-        self._stamp = _stamp_of(stat)
+    def _adopt(self, result: tuple[GroupState, os.stat_result] | None) -> None:
+        if result is not None:
+            self.state, self._stamp = result[0], _stamp_of(result[1])
+
+    @property
+    def _durable(self) -> bool:
+        return self.settings.durable_commits
 
     @property
     def generation(self) -> int:
@@ -136,6 +140,8 @@ class GroupMember:
             stale = set(self.revocations()) & set(taken)
             self.release(sorted(stale))
             taken = [p for p in taken if p not in stale]
+        for partition in taken:
+            adopt_commit(self.paths, partition, self.state.epoch(partition), self._durable)
         return taken
 
     def committed(self) -> dict[int, int]:
@@ -144,18 +150,26 @@ class GroupMember:
 
     def commit(self, offsets: Mapping[int, int]) -> None:
         """Commit ``offsets``; raises CommitFencedError for partitions this member does not own."""
-        commit_fenced(self.paths, offsets, self.owned(), self.settings.durable_commits)
+        self._reload_if_changed()
+        commit_fenced(self.paths, offsets, self.owned(), self.state.epochs, self._durable)
 
     def leave(self) -> None:
         """Leave the group at once: free the partitions, then tell the others."""
         self._locks.release_all()
         self._file.release()
         change = MembershipChange(leaving=[self.member_id])
-        rebalance(self.paths, self.partitions, self.settings.session_timeout, change)
+        # If a frozen member holds the group lock, give up: the others see our
+        # member lock free and remove us themselves.
+        timeout = self.settings.session_timeout
+        rebalance(self.paths, self.partitions, timeout, change, wait=_LEAVE_WAIT)
 
     def _rejoin(self) -> None:
         self._file.release()
         self._join()
+
+    def reload(self) -> bool:
+        """Reload the group state if it changed since last seen (one ``os.stat``); True if so."""
+        return self._reload_if_changed()
 
     def _reload_if_changed(self) -> bool:
         try:
@@ -176,9 +190,13 @@ class GroupMember:
             return False
         if self.expelled:
             return True
-        change = MembershipChange()
-        self._adopt(*rebalance(self.paths, self.partitions, self.settings.session_timeout, change))
-        return True
+        # Never wait here: poll() must not stall behind a frozen lock holder.
+        result = rebalance(self.paths, self.partitions, timeout, MembershipChange(), wait=0)
+        self._adopt(result)
+        return result is not None
+
+
+_LEAVE_WAIT = 1.0
 
 
 def _stamp_of(stat: os.stat_result) -> tuple[int, int, int]:

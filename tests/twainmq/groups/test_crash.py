@@ -16,9 +16,12 @@ WORKER = Path(__file__).with_name("group_worker.py")
 COMMIT_EVERY = 25
 
 
-def start_worker(root: Path, log: Path, lifetime: float = 0) -> subprocess.Popen:
+def start_worker(
+    root: Path, log: Path, lifetime: float = 0, session_timeout: float = 10.0
+) -> subprocess.Popen:
     command = [sys.executable, str(WORKER), str(root), "events", "workers", str(log)]
-    return subprocess.Popen([*command, str(lifetime), str(COMMIT_EVERY)], stdout=subprocess.PIPE)
+    settings = [str(lifetime), str(COMMIT_EVERY), str(session_timeout)]
+    return subprocess.Popen([*command, *settings], stdout=subprocess.PIPE)
 
 
 def stop_and_kill(process: subprocess.Popen, log: Path) -> None:
@@ -67,3 +70,44 @@ def test_kill_9_mid_consumption_loses_nothing(tmp_path):
             assert victim.pid in readers, (partition, offset, readers)
             committed = check.last_commit.get((victim.pid, partition), 0)
             assert offset >= committed, (partition, offset, committed)
+
+
+@pytest.mark.slow
+def test_a_hung_member_is_expelled_and_cannot_read_or_commit_what_it_lost(tmp_path):
+    root, log = tmp_path / "store", tmp_path / "events.log"
+    tmq = Twain(root)
+    tmq.create_topic("events", partitions=4)
+    with tmq.producer("events") as producer:
+        for i in range(1000):
+            producer.write_message(i, f"m{i}")
+    hung = start_worker(root, log, session_timeout=0.5)
+    healthy = start_worker(root, log, session_timeout=0.5)
+    try:
+        wait_until(lambda: lines_of(log, hung.pid) > 0 and lines_of(log, healthy.pid, "A") > 0, 60)
+        os.kill(hung.pid, signal.SIGSTOP)
+        os.waitpid(hung.pid, os.WUNTRACED)
+        with open(log, "a") as file:
+            file.write(f"X {hung.pid}\n")  # frozen: it reads nothing until SIGCONT
+        wait_until(lambda: set(check_log(log).holders.values()) == {healthy.pid}, 60)
+        wait_until(lambda: len(check_log(log).holders) == 4, 60)
+        os.kill(hung.pid, signal.SIGCONT)
+        with tmq.producer("events") as producer:
+            for i in range(1000, 2000):
+                producer.write_message(i, f"m{i}")
+        ends = tmq.end_offsets("events")
+        wait_until(lambda: not missing_messages(check_log(log), ends), 60, step=0.05)
+        # it woke up, found itself expelled, and joined again as a new member
+        wait_until(lambda: lines_of(log, hung.pid, "A") > lines_before_x(log, hung.pid), 60)
+    finally:
+        for process in (hung, healthy):
+            process.kill()
+            process.wait()
+    check = check_log(log)
+    assert check.violations == []
+    assert missing_messages(check, ends) == []
+
+
+def lines_before_x(log: Path, pid: int) -> int:
+    lines = log.read_text().splitlines()
+    cut = lines.index(f"X {pid}")
+    return sum(1 for line in lines[:cut] if line.startswith(f"A {pid} "))
