@@ -80,3 +80,14 @@ def test_source_metadata_is_added_when_asked(monkeypatch):
         (message,) = consumer.poll(max=1, timeout_ms=100)
         consumer.commit()
     assert message.metadata == {"k": "v", "mqb.src.memory_topic": topic}
+
+
+def test_the_drainer_counts_what_it_took_and_gives_up_after_its_timeout():
+    from mq_bridge import MemoryDrainer
+
+    topic = unique("drain")
+    drainer = MemoryDrainer.from_topic(topic, 1000)
+    Publisher.from_config({"memory": {"topic": topic}}).send_batch([b"x"] * 250)
+    assert drainer.drain(100, timeout=5.0, batch_size=64) == 100
+    assert drainer.drain(1000, timeout=0.05) == 150  # only 150 left: returns at the timeout
+    assert get_topic(topic).capacity == 1000
