@@ -15,7 +15,8 @@ Scenarios (100-byte messages, u16 keys cycling over 1000 values, 4 partitions, u
   disk          bytes of all the store's files per message, divided by the payload size
   rss           RSS growth (KiB) while one consumer reads --count messages (1M by default)
 
-Each scenario runs 3 times in a fresh directory; the median is printed as JSON.
+Each scenario runs 3 times (--runs) in a fresh directory; the median is printed as JSON.
+--compare alternates our run and the peer's, 3 times each, so both see the same load.
 """
 
 from __future__ import annotations
@@ -160,7 +161,7 @@ def rss(root: str, count: int) -> float:
     return float(rss_kib() - before)
 
 
-def run(scenario: str, count: int) -> float:
+def run(scenario: str, count: int, runs: int = 3) -> float:
     jobs: dict[str, Callable[[str], float]] = {
         "produce": lambda r: produce(r, count),
         "produce1000": lambda r: produce(r, count, 1000),
@@ -174,7 +175,7 @@ def run(scenario: str, count: int) -> float:
         "rss": lambda r: rss(r, count),
     }
     results = []
-    for _ in range(3):
+    for _ in range(runs):
         root = tempfile.mkdtemp(prefix="twainmq-bench-", dir=os.environ.get("BENCH_DIR"))
         try:
             results.append(jobs[scenario](root))
@@ -188,17 +189,21 @@ def default_count(scenario: str) -> int:
 
 
 def compare(scenarios: list[str], count: int | None) -> None:
+    """Run each scenario 3 times with our python and the peer's, alternating, so that both
+    meet the same machine load; print the medians and their ratio."""
     print(f"{'scenario':18} {'ours':>14} {'peer 0.2.3':>14} {'ratio':>8}")
     for scenario in scenarios:
-        figures = []
-        for python in (OURS_PYTHON, PEER_PYTHON):
-            if scenario == "rss" and python == PEER_PYTHON:
-                figures.append(None)
-                continue
-            args = [python, __file__, scenario] + ([f"--count={count}"] if count else [])
-            out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
-            figures.append(json.loads(out)["value"])
-        ours, peer = figures
+        figures: dict[str, list[float]] = {OURS_PYTHON: [], PEER_PYTHON: []}
+        for _ in range(3):
+            for python in figures:
+                if scenario == "rss" and python == PEER_PYTHON:
+                    continue
+                args = [python, __file__, scenario, "--runs=1"]
+                args += [f"--count={count}"] if count else []
+                out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+                figures[python].append(json.loads(out)["value"])
+        ours = statistics.median(figures[OURS_PYTHON])
+        peer = statistics.median(figures[PEER_PYTHON]) if figures[PEER_PYTHON] else None
         ratio = f"{ours / peer:.1f}x" if peer else "-"
         peer_text = f"{peer:,.2f}" if peer is not None else "-"
         print(f"{scenario:18} {ours:>14,.2f} {peer_text:>14} {ratio:>8}", flush=True)
@@ -208,6 +213,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenario", nargs="*", choices=[*SCENARIOS, []], default=[])
     parser.add_argument("--count", type=int)
+    parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--compare", action="store_true")
     args = parser.parse_args()
     if args.compare:
@@ -215,7 +221,8 @@ def main() -> None:
         return
     for scenario in args.scenario:
         count = args.count or default_count(scenario)
-        print(json.dumps({"scenario": scenario, "count": count, "value": run(scenario, count)}))
+        value = run(scenario, count, args.runs)
+        print(json.dumps({"scenario": scenario, "count": count, "value": value}))
     sys.stdout.flush()
 
 
