@@ -58,7 +58,13 @@ from pathlib import Path
 from typing import Any
 
 from mq_bridge.endpoints.base import BuildContext, OutputEndpoint
-from mq_bridge.endpoints.file_formats import FORMATS, encode_records, format_name, record_encoder
+from mq_bridge.endpoints.file_formats import (
+    FORMATS,
+    batch_encoder,
+    encode_record,
+    encode_records,
+    format_name,
+)
 from mq_bridge.endpoints.file_reader import FileInput
 from mq_bridge.errors import ClosedError, ConfigError, EndpointError, SendError
 from mq_bridge.message import Message
@@ -168,9 +174,10 @@ class FileOutput(OutputEndpoint):
 
     def __init__(self, options: FileOptions) -> None:
         self._options = options
-        self._encode = record_encoder(options.format, options.delimiter)
+        #: encodes a whole buffer at write time and never fails (the common formats)
+        self._batch_encode = batch_encoder(options.format, options.delimiter)
         self._appender: Appender | None = None
-        self._append: Callable[[bytes], None] = self._refuse
+        self._append: Callable[[Any, int], None] = self._refuse
         self._closed = False
 
     def connect(self) -> None:
@@ -178,7 +185,7 @@ class FileOutput(OutputEndpoint):
             return
         if self._closed:
             raise ClosedError(f"{self.describe()} is closed")
-        self._appender = Appender(self._options)
+        self._appender = Appender(self._options, self._batch_encode or b"".join)
         self._append = self._appender.append
         # Flushes what single sends left buffered if the publisher is collected or the
         # interpreter exits without `close()` (the appender, not self, is referenced).
@@ -192,10 +199,20 @@ class FileOutput(OutputEndpoint):
             raise SendError(failures)
 
     def send_one(self, message: Message) -> None:
-        """One message: buffered for at most `linger_ms` unless linger is 0 or fsync always."""
-        self._append(self._encode(message))
+        """One message: buffered for at most `linger_ms` unless linger is 0 or fsync always.
 
-    def _refuse(self, record: bytes) -> None:
+        With a batch encoder the message itself is buffered and encoded with the others
+        when the buffer is written; otherwise it is encoded now, so a message that cannot
+        be written (its record holds the delimiter) fails here.
+        """
+        if self._batch_encode is not None:
+            self._append(message, len(message._payload))
+        else:
+            options = self._options
+            record = encode_record(message, options.format, options.delimiter)
+            self._append(record, len(record))
+
+    def _refuse(self, item: Any, size: int) -> None:
         self._open()
 
     def _open(self) -> Appender:
@@ -223,16 +240,18 @@ class FileOutput(OutputEndpoint):
 class Appender:
     """The open file, the records single sends buffered, and the thread that writes them.
 
-    Single sends (`append`) are collected for at most `linger_ms` or `_BUFFER_LIMIT`
+    Single sends (`append`) are collected for at most `linger_ms` or about `_BUFFER_LIMIT`
     bytes and written with one `write` call: that is what makes one-message-at-a-time
-    publishing fast. A batch (`write_through`) goes out with whatever is buffered before
-    it returns. A failed background write is raised by the next call.
+    publishing fast. The buffered items are records, or messages that `encode` turns into
+    records when they are written. A batch (`write_through`) goes out with whatever is
+    buffered before it returns. A failed background write is raised by the next call.
     """
 
-    def __init__(self, options: FileOptions) -> None:
+    def __init__(self, options: FileOptions, encode: Callable[[list[Any]], bytes]) -> None:
         self._options = options
+        self._encode = encode
         self._lock = threading.Lock()
-        self._pending: list[bytes] = []
+        self._pending: list[Any] = []
         self._pending_bytes = 0
         self._error: EndpointError | None = None
         self._unsynced = False
@@ -246,16 +265,16 @@ class Appender:
                 target=self._flush_periodically, name="file-appender", daemon=True
             ).start()
 
-    def append(self, record: bytes) -> None:
-        """Add one record; written now when unbuffered or when the buffer is full."""
+    def append(self, item: Any, size: int) -> None:
+        """Buffer one record (or message) of about `size` bytes; write when due."""
         with self._lock:
             if self._fd < 0 or self._error is not None:
                 self._check()
+            self._pending.append(item)
             if not self._buffered:
-                self._write(record)
+                self._write(b"")
                 return
-            self._pending.append(record)
-            self._pending_bytes += len(record)
+            self._pending_bytes += size
             if self._pending_bytes >= _BUFFER_LIMIT:
                 self._write(b"")
             elif len(self._pending) == 1:
@@ -303,8 +322,7 @@ class Appender:
     def _write(self, data: bytes) -> None:
         """Write pending records plus `data` (lock held), then fsync as the policy says."""
         if self._pending:
-            self._pending.append(data)
-            data = b"".join(self._pending)
+            data = self._encode(self._pending) + data
             self._pending = []
             self._pending_bytes = 0
         _write_all(self._fd, data)

@@ -53,11 +53,11 @@ except ImportError:  # pragma: no cover
 __all__ = [
     "FORMATS",
     "DecodeResult",
+    "batch_encoder",
     "decode_records",
     "encode_record",
     "encode_records",
     "format_name",
-    "record_encoder",
 ]
 
 #: Config names, with mq-bridge's aliases, mapped to the format they mean.
@@ -87,16 +87,14 @@ def encode_records(
     messages: Sequence[Message], fmt: str, delimiter: bytes
 ) -> tuple[bytes, dict[int, Exception]]:
     """The bytes to append for `messages`, and the messages that cannot be written, by index."""
-    encode = record_encoder(fmt, delimiter)
-    try:
-        return b"".join([encode(message) for message in messages]), {}
-    except ValueError:
-        pass
+    fast = batch_encoder(fmt, delimiter)
+    if fast is not None:
+        return fast(messages), {}
     records: list[bytes] = []
     failures: dict[int, Exception] = {}
     for index, message in enumerate(messages):
         try:
-            records.append(encode(message))
+            records.append(encode_record(message, fmt, delimiter))
         except ValueError as error:
             failures[index] = error
     return b"".join(records), failures
@@ -113,35 +111,52 @@ def encode_record(message: Message, fmt: str, delimiter: bytes) -> bytes:
 
 
 @functools.lru_cache(maxsize=64)
-def record_encoder(fmt: str, delimiter: bytes) -> Callable[[Message], bytes]:
-    """`encode_record` for one format and delimiter, specialised for the common case."""
-    # JSON text never holds a raw control byte, so such a delimiter needs no check.
+def batch_encoder(fmt: str, delimiter: bytes) -> Callable[[Sequence[Message]], bytes] | None:
+    """A fast encoder for whole batches that never fails, or None for this format/delimiter.
+
+    Only `normal`/`text` with a one-byte control delimiter qualify: JSON text never holds a
+    raw control byte, and a payload that is not UTF-8 goes to ``payload_base64``, so no
+    message can fail and encoding can even wait until the buffer is written.
+    """
     if fmt in ("normal", "text") and len(delimiter) == 1 and delimiter < b" " and orjson:
-        return _text_envelope_encoder(delimiter)
-    return functools.partial(encode_record, fmt=fmt, delimiter=delimiter)
+        return functools.partial(_encode_text_envelopes, delimiter=delimiter)
+    return None
 
 
-def _text_envelope_encoder(delimiter: bytes) -> Callable[[Message], bytes]:
-    """The publisher's hot path: everything inline, the general path for anything unusual."""
-    dumps = orjson.dumps
-    newline = orjson.OPT_APPEND_NEWLINE if delimiter == b"\n" else 0
+def _encode_text_envelopes(messages: Sequence[Message], delimiter: bytes) -> bytes:
+    """All envelopes in one `orjson.dumps` of a list, its top-level commas made delimiters.
 
-    def encode(message: Message) -> bytes:
+    ``},{"message_id":`` occurs in that JSON only between two envelopes: inside a string
+    every quote is escaped, and metadata values are strings. The delimiter count is still
+    checked before the result is trusted.
+    """
+    if not messages:
+        return b""
+    envelopes: list[dict[str, Any]] = []
+    append = envelopes.append
+    for message in messages:
         digits = f"{message._id:032x}"
+        uuid_text = f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
         try:
-            envelope = {
-                "message_id": f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-"
-                f"{digits[16:20]}-{digits[20:]}",
-                "payload": message._payload.decode(),
-            }
-            if message._metadata:
-                envelope["metadata"] = message._metadata  # type: ignore[assignment]
-            record: bytes = dumps(envelope, option=newline)
-        except (UnicodeDecodeError, TypeError):  # binary payload, surrogates: general path
-            return encode_record(message, "normal", delimiter)
-        return record if newline else record + delimiter
+            envelope = {"message_id": uuid_text, "payload": message._payload.decode()}
+        except UnicodeDecodeError:
+            envelope = {"message_id": uuid_text, "payload_base64": _base64(message._payload)}
+        if message._metadata:
+            envelope["metadata"] = message._metadata  # type: ignore[assignment]
+        append(envelope)
+    try:
+        listed: bytes = orjson.dumps(envelopes)
+    except TypeError:  # e.g. a lone surrogate in metadata
+        return _encode_one_by_one(messages, delimiter)
+    data = listed[1:-1].replace(b'},{"message_id":', b"}" + delimiter + b'{"message_id":')
+    data += delimiter
+    if data.count(delimiter) != len(messages):  # pragma: no cover - see the docstring
+        return _encode_one_by_one(messages, delimiter)
+    return data
 
-    return encode
+
+def _encode_one_by_one(messages: Sequence[Message], delimiter: bytes) -> bytes:
+    return b"".join([encode_record(message, "normal", delimiter) for message in messages])
 
 
 def _raw_record(message: Message) -> bytes:
