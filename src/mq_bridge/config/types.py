@@ -259,12 +259,25 @@ class StaticConfigOptions(_StaticConfigOptionsRequired, total=False):
     metadata: dict[str, str]
 
 
+_SwitchConfigWhenItemRequired = TypedDict(
+    "_SwitchConfigWhenItemRequired",
+    {
+        "if": "str",
+        "to": "Endpoint",
+    },
+)
+
+
+class SwitchConfigWhenItem(_SwitchConfigWhenItemRequired, total=False):
+    pass
+
+
 class SwitchConfig(TypedDict, total=False):
-    """switch: routes each message to one of several outputs by a metadata value."""
+    """switch: routes each message to one of several outputs, by predicate or metadata value."""
 
     metadata_key: str
     cases: dict[str, Endpoint]
-    when: list[dict[str, Any]]
+    when: list[SwitchConfigWhenItem]
     default: Union[Endpoint, None]
 
 

@@ -88,8 +88,33 @@ def test_switch_without_a_default_fails_unmatched_messages_for_good():
     assert [m.payload for m in read(orders, 1, 5.0)] == [b"1"]
 
 
-def test_switch_predicate_mode_is_refused_clearly():
-    with pytest.raises(ConfigError, match="predicate mode is not supported"):
-        Publisher.from_config(
-            {"switch": {"metadata_key": "k", "when": [{"if": "a > 1", "to": {"null": None}}]}}
-        )
+def test_switch_predicate_mode_picks_the_first_case_that_holds():
+    big, vip, rest = unique("big"), unique("vip"), unique("rest")
+    config = {
+        "switch": {
+            "when": [
+                {"if": 'amount > 100 && meta.kind == "order"', "to": {"memory": {"topic": big}}},
+                {"if": "customer.vip || amount < 0", "to": {"memory": {"topic": vip}}},
+            ],
+            "default": {"memory": {"topic": rest}},
+        }
+    }
+    with Publisher.from_config(config) as publisher:
+        publisher.send_json({"amount": 150}, {"kind": "order"})
+        publisher.send_json({"amount": 150, "customer": {"vip": True}}, {"kind": "refund"})
+        publisher.send_json({"amount": -5})
+        publisher.send_json({"amount": 5})
+        publisher.send(b"not json")
+    assert [m.json()["amount"] for m in read(big, 1, 5.0)] == [150]
+    assert [m.json()["amount"] for m in read(vip, 2, 5.0)] == [150, -5]
+    assert [m.payload for m in read(rest, 2, 5.0)] == [b'{"amount":5}', b"not json"]
+
+
+@pytest.mark.parametrize(
+    ("expression", "problem"),
+    [("amount >", "cannot parse"), ('__import__("os")', "uses Call"), ("a + b", "unexpected")],
+)
+def test_switch_rejects_bad_expressions_naming_the_case(expression, problem):
+    config = {"switch": {"when": [{"if": expression, "to": {"null": None}}]}}
+    with pytest.raises(ConfigError, match=rf"switch\.when\[0\]\.if: .*{problem}"):
+        Publisher.from_config(config)
