@@ -10,8 +10,9 @@ string is hashed to a stable UUID (UUIDv5 in our own namespace), so equal string
 give the same id.
 
 JSON goes through orjson when it is installed (a dependency; several times faster than the
-standard library on the hot paths) and the standard library otherwise, with the same
-results for every value JSON can represent.
+standard library on the hot paths) and the standard library otherwise. One difference from
+the standard library, shared with mq-bridge: `json()` decodes integers beyond 64 bits as
+floats (serializing keeps them exact).
 
 Messages are treated as immutable: `with_json`, `with_payload` and `with_metadata` return
 new messages that keep the id (and the metadata, unless replaced).

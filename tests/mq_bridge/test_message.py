@@ -50,3 +50,17 @@ def test_ids_stay_ordered_when_a_millisecond_runs_out_of_sequence_numbers(monkey
     ids = [message.new_message_id() for _ in range(10_000)]  # > 4096 in one frozen ms
     assert ids == sorted(ids) and len(set(ids)) == 10_000
     assert all(uuid.UUID(int=value).version == 7 for value in ids)
+
+
+def test_json_round_trips_and_big_integers_serialize_exactly():
+    value = {"n": 2**70, "text": "h\u00e9", "list": [1.5, None, True], 1: "int key"}
+    message = Message.from_json(value)
+    assert message.payload.startswith(b'{"n":1180591620717411303424,')
+    assert message.json() == {
+        "n": float(2**70),
+        "text": "h\u00e9",
+        "list": [1.5, None, True],
+        "1": "int key",
+    }
+    with pytest.raises(ValueError, match="not JSON-serializable"):
+        Message.from_json({"x": object()})
