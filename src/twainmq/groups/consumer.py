@@ -9,7 +9,7 @@ own poll; real group work happens at most every few milliseconds.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -117,6 +117,11 @@ class GroupConsumer:
         if first is None:
             return []
         return [first, *self._engine.poll_many(n - 1)] if n > 1 else [first]
+
+    def __iter__(self) -> Iterator[Any]:
+        """Yield messages from owned partitions until none is waiting."""
+        while (message := self.poll()) is not None:
+            yield message
 
     def commit(self, offsets: Mapping[int, int] | None = None) -> None:
         """Record progress: by default the position of every owned partition.

@@ -240,3 +240,16 @@ def test_a_closed_group_consumer_refuses_work(tmq):
         consumer.poll()
     with pytest.raises(ClosedError):
         consumer.commit()
+
+
+def test_iteration_seek_and_position_on_owned_partitions(tmq):
+    write(tmq, 20)
+    with tmq.consumer("events", group="g") as consumer:
+        first = list(consumer)
+        assert len(first) == 20
+        partition = first[0].partition
+        assert consumer.position(partition) == tmq.end_offsets("events")[partition]
+        consumer.seek(partition, 0)
+        again = list(consumer)
+        assert {m.partition for m in again} == {partition}
+        assert len(again) == tmq.end_offsets("events")[partition]
