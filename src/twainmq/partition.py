@@ -21,6 +21,7 @@ import fcntl
 import mmap
 import os
 import struct
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -62,6 +63,8 @@ class PartitionLog:
         stat = os.fstat(self._head_fd)
         self._identity = (stat.st_dev, stat.st_ino)
         self._held = False
+        # flock excludes other open files, not other threads using this one: they queue here.
+        self._threads = threading.Lock()
         self.dirty = False  # written since the last sync (fsync="batch"; see group_commit.py)
         self._ensure_head_size()
         self._head = mmap.mmap(self._head_fd, mmap.PAGESIZE)
@@ -155,14 +158,15 @@ class PartitionLog:
         ``sync`` syncs the segment before the head moves; ``durable_roll`` syncs a segment
         being sealed. Returns the offset of the first record. Takes and releases the lock.
         """
-        held = self._held
-        if not held:
-            self._lock()
-        try:
-            return self._append_locked(data, positions, timestamp_us, sync, durable_roll)
-        finally:
+        with self._threads:
+            held = self._held
             if not held:
-                _flock(self._head_fd, _LOCK_UN)
+                self._lock()
+            try:
+                return self._append_locked(data, positions, timestamp_us, sync, durable_roll)
+            finally:
+                if not held:
+                    _flock(self._head_fd, _LOCK_UN)
 
     def _lock(self) -> None:
         try:
@@ -172,28 +176,29 @@ class PartitionLog:
 
     def append_one(self, record: bytes, timestamp_us: int, sync: bool, durable_roll: bool) -> int:
         """Append one record; the common case (no roll, no index entry due) is kept short."""
-        held = self._held
-        if not held:
-            try:
-                _flock(self._head_fd, _LOCK_NOW)
-            except BlockingIOError:
-                self._wait_for_lock()
-        try:
-            base, end, next_offset, _, next_index = _unpack_head(self._head, _FIELDS_AT)
-            if (
-                base != self._segment_base
-                or end >= next_index
-                or end + len(record) > self._segment_bytes
-            ):
-                return self._append_locked(record, _FIRST, timestamp_us, sync, durable_roll)
-            _pwrite(self._segment_fd, record, end)
-            if sync:
-                os.fdatasync(self._segment_fd)
-            _pack_end_and_next(self._head, _END_AT, end + len(record), next_offset + 1)
-            return next_offset
-        finally:
+        with self._threads:
+            held = self._held
             if not held:
-                _flock(self._head_fd, _LOCK_UN)
+                try:
+                    _flock(self._head_fd, _LOCK_NOW)
+                except BlockingIOError:
+                    self._wait_for_lock()
+            try:
+                base, end, next_offset, _, next_index = _unpack_head(self._head, _FIELDS_AT)
+                if (
+                    base != self._segment_base
+                    or end >= next_index
+                    or end + len(record) > self._segment_bytes
+                ):
+                    return self._append_locked(record, _FIRST, timestamp_us, sync, durable_roll)
+                _pwrite(self._segment_fd, record, end)
+                if sync:
+                    os.fdatasync(self._segment_fd)
+                _pack_end_and_next(self._head, _END_AT, end + len(record), next_offset + 1)
+                return next_offset
+            finally:
+                if not held:
+                    _flock(self._head_fd, _LOCK_UN)
 
     def _append_locked(
         self, data: bytes, positions: list[int], timestamp_us: int, sync: bool, durable_roll: bool

@@ -295,3 +295,26 @@ def test_batch_fsync_syncs_in_the_background_and_stops_on_close(tmq: Twain) -> N
     thread = producer._committer._thread  # type: ignore[union-attr]
     producer.close()
     assert not thread.is_alive()
+
+
+def test_one_producer_shared_by_threads_keeps_offsets_unique(tmq: Twain) -> None:
+    tmq.create_topic("t", segment_bytes=4096)
+    producer = tmq.producer("t")
+    landed: list[RecordMetadata] = []
+
+    def write(name: str) -> None:
+        for i in range(500):
+            landed.append(producer.write_message(1, f"{name}:{i}"))
+        producer.write_messages([(1, f"{name}:batch{i}") for i in range(100)])
+
+    threads = [threading.Thread(target=write, args=(f"t{n}",)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    messages = list(tmq.consumer("t"))
+    assert [m.offset for m in messages] == list(range(2400))
+    assert len({m.message for m in messages}) == 2400
+    assert sorted(r.offset for r in landed) == sorted(
+        m.offset for m in messages if "batch" not in m.message
+    )
