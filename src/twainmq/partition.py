@@ -9,9 +9,10 @@ Locking and durability (see docs/design.md, "Storage engine"):
   are overwritten by the next writer, so a writer killed mid-write leaves nothing visible.
 - Readers take no lock: they read the head from the shared mapping and never read past the
   committed end.
-- ``fsync="always"`` syncs the segment before the head moves; ``"batch"`` syncs at most every
-  ``batch_interval`` seconds (and on flush/close); ``"never"`` leaves it to the kernel, which is
+- ``fsync="always"`` syncs the segment before the head moves; ``"batch"`` marks the partition
+  dirty for the producer's group-commit thread; ``"never"`` leaves it to the kernel, which is
   safe against a process crash because the data is in the page cache when the call returns.
+- An exclusive producer ``hold()``s the lock from its first write until it closes.
 """
 
 from __future__ import annotations
