@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,12 +27,28 @@ def start_worker(
 
 def stop_and_kill(process: subprocess.Popen, log: Path) -> None:
     """Freeze the process, note it in the log, then kill -9 it (see ownership_log)."""
-    os.kill(process.pid, signal.SIGSTOP)
-    os.waitpid(process.pid, os.WUNTRACED)
+    os.kill(process.pid, signal.SIGSTOP)  # a process that already exited is a zombie: no error
+    _, status = os.waitpid(process.pid, os.WUNTRACED)
+    if not os.WIFSTOPPED(status):
+        process.returncode = os.waitstatus_to_exitcode(status)  # it left on its own meanwhile
+        return
     with open(log, "a") as file:
         file.write(f"K {process.pid}\n")
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
+
+
+def both_own_partitions_and_read(tmq, log, first, second, at_least: int) -> None:  # type: ignore[no-untyped-def]
+    """Wait until both workers own partitions, then feed them until both have read."""
+    wait_until(lambda: lines_of(log, first.pid, "A") > 0 and lines_of(log, second.pid, "A") > 0, 60)
+    written = 0
+    while lines_of(log, first.pid) < at_least or lines_of(log, second.pid) == 0:
+        assert written < 100_000, "the workers do not read"
+        with tmq.producer("events") as producer:
+            for key in range(200):
+                producer.write_message(key, f"feed{written + key}")
+        written += 200
+        time.sleep(0.05)
 
 
 def lines_of(log: Path, pid: int, kind: str = "M") -> int:
@@ -51,7 +68,7 @@ def test_kill_9_mid_consumption_loses_nothing(tmp_path):
     victim = start_worker(root, log)
     survivor = start_worker(root, log)
     try:
-        wait_until(lambda: lines_of(log, victim.pid) >= 300 and lines_of(log, survivor.pid) > 0, 60)
+        both_own_partitions_and_read(tmq, log, victim, survivor, at_least=300)
         stop_and_kill(victim, log)
         with tmq.producer("events") as producer:
             for i in range(2000, 3000):
@@ -80,10 +97,12 @@ def test_a_hung_member_is_expelled_and_cannot_read_or_commit_what_it_lost(tmp_pa
     with tmq.producer("events") as producer:
         for i in range(1000):
             producer.write_message(i, f"m{i}")
-    hung = start_worker(root, log, session_timeout=0.5)
-    healthy = start_worker(root, log, session_timeout=0.5)
+    # Short enough for a quick test, long enough that a busy machine does not starve
+    # a healthy member into expulsion.
+    hung = start_worker(root, log, session_timeout=2.0)
+    healthy = start_worker(root, log, session_timeout=2.0)
     try:
-        wait_until(lambda: lines_of(log, hung.pid) > 0 and lines_of(log, healthy.pid, "A") > 0, 60)
+        both_own_partitions_and_read(tmq, log, hung, healthy, at_least=1)
         os.kill(hung.pid, signal.SIGSTOP)
         os.waitpid(hung.pid, os.WUNTRACED)
         with open(log, "a") as file:
