@@ -108,69 +108,48 @@ class Producer:
         is written; an invalid one raises, and earlier chunks stay written.
         """
         self._check_open()
-        by_partition: dict[PartitionLog, list[tuple[bytes, Any]]] = {}
-        routes = self._routes
-        for key, message in messages:
-            try:
-                route = routes.get(key)
-            except TypeError:  # unhashable, so not a valid key: _route() says why
-                route = None
-            if route is None or type(key) is not route[2]:
-                route = self._route(key, None)
-            share = by_partition.get(route[0])
-            if share is None:
-                share = by_partition[route[0]] = []
-            share.append((route[1], message))
-        written = {}
-        for log, share in by_partition.items():
-            written[log.partition] = self._write_share(log, share)
-        if self._group_commit:
-            for log in by_partition:
-                log.dirty = True
-        return dict(sorted(written.items()))
-
-    def _write_share(self, log: PartitionLog, share: list[tuple[bytes, Any]]) -> list[range]:
-        """Encode one partition's messages and append them, a chunk at a time."""
         stamp = time.time_ns() // 1000
         chunk_bytes = min(_CHUNK_BYTES, self._topic.config.segment_bytes // 2)
-        prefixes: dict[bytes, tuple[bytes, int]] = {}
+        shares: dict[PartitionLog, _Share] = {}
+        keyed: dict[Any, _KeyEntry] = {}
         pack, crc32, max_bytes = LENGTH_AND_CRC.pack, zlib.crc32, self._max_bytes
-        records: list[bytes] = []
-        runs: list[range] = []
-        size = 0
-        for key_bytes, message in share:
+        for key, message in messages:
+            try:
+                entry = keyed.get(key)
+            except TypeError:  # unhashable, so not a valid key: _route() says why
+                entry = None
+            if entry is None or type(key) is not entry[3]:
+                entry = self._key_entry(key, keyed, shares, stamp)
+            share, prefix, prefix_crc = entry[0], entry[1], entry[2]
             if type(message) is str:
-                known = prefixes.get(key_bytes)
-                if known is None:
-                    known = prefixes[key_bytes] = _prefix(stamp, TAG_TEXT, key_bytes)
-                prefix, prefix_crc = known
                 payload = message.encode()
             else:
                 tag, payload = encode_payload(message, self._topic.registry, self._declared)
-                prefix, prefix_crc = _prefix(stamp, tag, key_bytes)
+                prefix, prefix_crc = _prefix(stamp, tag, entry[4])
             if len(payload) > max_bytes:
                 raise self._too_large(payload)
             record = pack(len(prefix) + len(payload) + 4, crc32(payload, prefix_crc))
             record += prefix + payload
-            records.append(record)
-            size += len(record)
-            if size >= chunk_bytes:
-                self._append_chunk(log, records, stamp, runs)
-                size = 0
-        if records:
-            self._append_chunk(log, records, stamp, runs)
-        return runs
+            share.records.append(record)
+            share.size += len(record)
+            if share.size >= chunk_bytes:
+                share.write(stamp, self._sync_each, self._durable_roll)
+        for share in shares.values():
+            share.write(stamp, self._sync_each, self._durable_roll)
+            share.log.dirty = share.log.dirty or self._group_commit
+        return {share.log.partition: share.runs for share in sorted(shares.values())}
 
-    def _append_chunk(
-        self, log: PartitionLog, records: list[bytes], stamp: int, runs: list[range]
-    ) -> None:
-        positions = [0, *accumulate(map(len, records[:-1]))]
-        first = log.append(b"".join(records), positions, stamp, self._sync_each, self._durable_roll)
-        if runs and runs[-1].stop == first:
-            runs[-1] = range(runs[-1].start, first + len(records))
-        else:
-            runs.append(range(first, first + len(records)))
-        records.clear()
+    def _key_entry(
+        self, key: Any, keyed: dict[Any, _KeyEntry], shares: dict[PartitionLog, _Share], stamp: int
+    ) -> _KeyEntry:
+        """Route a key seen for the first time in a batch; cache its record prefix."""
+        log, key_bytes, key_class = self._route(key, None)
+        share = shares.get(log)
+        if share is None:
+            share = shares[log] = _Share(log)
+        entry = (share, *_prefix(stamp, TAG_TEXT, key_bytes), key_class, key_bytes)
+        keyed[key] = entry
+        return entry
 
     def _route(self, key: Any, partition: int | None) -> Route:
         self._check_open()
@@ -231,3 +210,38 @@ def _prefix(stamp: int, tag: int, key_bytes: bytes) -> tuple[bytes, int]:
     """The bytes after a record's CRC and before its payload, and their CRC."""
     prefix = TIMESTAMP_TAG_KEYLEN.pack(stamp, tag, len(key_bytes)) + key_bytes
     return prefix, zlib.crc32(prefix)
+
+
+class _Share:
+    """One partition's part of a ``write_messages`` batch: records not yet written, and the
+    offset ranges already written."""
+
+    __slots__ = ("log", "records", "runs", "size")
+
+    def __init__(self, log: PartitionLog) -> None:
+        self.log = log
+        self.records: list[bytes] = []
+        self.runs: list[range] = []
+        self.size = 0
+
+    def __lt__(self, other: _Share) -> bool:
+        return self.log.partition < other.log.partition
+
+    def write(self, stamp: int, sync: bool, durable_roll: bool) -> None:
+        """Append the pending records with one locked write."""
+        records = self.records
+        if not records:
+            return
+        positions = [0, *accumulate(map(len, records[:-1]))]
+        first = self.log.append(b"".join(records), positions, stamp, sync, durable_roll)
+        runs = self.runs
+        if runs and runs[-1].stop == first:
+            runs[-1] = range(runs[-1].start, first + len(records))
+        else:
+            runs.append(range(first, first + len(records)))
+        records.clear()
+        self.size = 0
+
+
+_KeyEntry = tuple[_Share, bytes, int, type, bytes]
+"""(partition share, text-record prefix, its CRC, key class, key bytes) of a batch's key."""
