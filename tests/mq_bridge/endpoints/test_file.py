@@ -204,6 +204,18 @@ def test_delete_removes_acknowledged_records_only(tmp_path: Path) -> None:
     source.close()
 
 
+def test_subscribe_with_delete_removes_only_what_it_acked(tmp_path: Path) -> None:
+    path = tmp_path / "bus.log"
+    path.write_bytes(b"before\n")
+    source = reader(path, format="raw", mode="subscribe", delete=True)
+    output = writer(path, format="raw")
+    output.send(messages(b"x", b"y"))
+    source.ack(source.receive(1, 5.0))
+    source.close()
+    output.close()
+    assert path.read_bytes() == b"before\ny\n"
+
+
 def test_delete_keeps_reading_correctly_after_a_rewrite(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr("mq_bridge.endpoints.file_reader._COMPACT_AT", 4)
     path = tmp_path / "queue.log"
