@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
@@ -76,8 +77,9 @@ def test_a_route_writes_a_file_that_a_consumer_reads_back(tmp_path: Path) -> Non
             publisher.send_json({"n": number}, {"seq": str(number)})
         consumer = Consumer.from_config({"file": {"path": str(target), "mode": "consume"}})
         got: list[Message] = []
-        while len(got) < 100:
-            got += consumer.poll(max=100, timeout_ms=10_000) or []
+        deadline = time.monotonic() + 60
+        while len(got) < 100 and time.monotonic() < deadline:
+            got += consumer.poll(max=100, timeout_ms=1000)
             consumer.commit()
         consumer.close()
     assert [(m.json()["n"], m.metadata["seq"]) for m in got] == [
