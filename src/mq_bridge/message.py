@@ -32,7 +32,7 @@ try:
 except ImportError:  # pragma: no cover - orjson is a dependency; this keeps odd platforms going
     _orjson = None  # type: ignore[assignment]
 
-__all__ = ["Message", "new_message_id", "normalize_message_id"]
+__all__ = ["NO_METADATA", "Message", "new_message_id", "normalize_message_id"]
 
 _ID_NAMESPACE = uuid.UUID("6f1d7c52-3b8e-4e0a-9d7a-2f4b8c1e5a90")
 _rng = random.Random(random.SystemRandom().getrandbits(64))
@@ -101,6 +101,12 @@ def _format_id(value: int) -> str:
     return str(uuid.UUID(int=value))
 
 
+#: The metadata of every message created without any. Shared: a message's metadata dict
+#: is never changed in place (messages are immutable; `with_metadata` makes a new dict),
+#: so messages may share one, which saves a dict per message on the hot paths.
+NO_METADATA: dict[str, str] = {}
+
+
 class Message:
     """A payload with string metadata and a UUID id.
 
@@ -122,7 +128,7 @@ class Message:
         if type(payload) is not bytes:
             payload = _coerce_payload(payload)
         self._payload: bytes = payload
-        self._metadata: dict[str, str] = _coerce_metadata(metadata) if metadata else {}
+        self._metadata: dict[str, str] = _coerce_metadata(metadata) if metadata else NO_METADATA
         self._id: int = new_message_id() if id is None else normalize_message_id(id)
 
     @classmethod
@@ -184,13 +190,13 @@ class Message:
 
     def with_json(self, data: Any) -> Message:
         """A new message with `data` as its JSON payload, keeping metadata and id."""
-        return Message._trusted(_dump_json(data), self._metadata.copy(), self._id)
+        return Message._trusted(_dump_json(data), self._metadata, self._id)
 
     def with_payload(self, payload: bytes | bytearray | memoryview) -> Message:
         """A new message with `payload`, keeping metadata and id."""
         if type(payload) is not bytes:
             payload = _coerce_payload(payload)
-        return Message._trusted(payload, self._metadata.copy(), self._id)
+        return Message._trusted(payload, self._metadata, self._id)
 
     def with_metadata(self, updates: Mapping[str, str] | None = None, **more: str) -> Message:
         """A new message whose metadata is this one's updated with `updates`."""

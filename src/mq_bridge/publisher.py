@@ -22,6 +22,7 @@ from mq_bridge.config.redaction import redact
 from mq_bridge.endpoints.base import OutputEndpoint
 from mq_bridge.errors import ClosedError
 from mq_bridge.message import (
+    NO_METADATA,
     Message,
     _coerce_metadata,
     _dump_json,
@@ -92,7 +93,7 @@ class Publisher:
         self._send_one(
             _trusted_message(
                 _dump_json(data),
-                _coerce_metadata(metadata) if metadata else {},
+                _coerce_metadata(metadata) if metadata else NO_METADATA,
                 new_message_id() if id is None else normalize_message_id(id),
             )
         )
