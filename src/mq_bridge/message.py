@@ -24,7 +24,7 @@ import json as _json
 import random
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 try:
@@ -32,40 +32,45 @@ try:
 except ImportError:  # pragma: no cover - orjson is a dependency; this keeps odd platforms going
     _orjson = None  # type: ignore[assignment]
 
-__all__ = ["NO_METADATA", "Message", "new_message_id", "normalize_message_id"]
+__all__ = ["NO_METADATA", "Message", "new_message_id", "normalize_message_id", "uuid7_generator"]
 
 _ID_NAMESPACE = uuid.UUID("6f1d7c52-3b8e-4e0a-9d7a-2f4b8c1e5a90")
-_rng = random.Random(random.SystemRandom().getrandbits(64))
-_getrandbits = _rng.getrandbits
-_time_ns = time.time_ns
 _VERSION_AND_VARIANT = (0x7 << 76) | (0b10 << 62)
-_last_ms = 0
-_sequence = 0
-_prefix = 0  # everything but rand_b, for the current millisecond and sequence
 
 
-def new_message_id() -> int:
-    """A UUIDv7 as a 128-bit integer: 48 bits of Unix milliseconds, version, 74 random bits.
+def uuid7_generator(clock_ns: Callable[[], int] = time.time_ns) -> Callable[[], int]:
+    """A function making UUIDv7s as 128-bit integers: 48 bits of Unix milliseconds from
+    `clock_ns`, the version, and 74 random bits.
 
     Within one millisecond the 12-bit ``rand_a`` field counts up from a random start
     (RFC 9562, method 1); when it would overflow, or the clock steps back, the timestamp
-    moves one millisecond ahead instead, so ids made by one process always sort in
-    creation order.
+    moves one millisecond ahead instead, so the ids one generator makes always sort in
+    creation order. (State lives in closure cells: cheaper to reach than globals.)
     """
-    global _last_ms, _sequence, _prefix
-    now_ms = _time_ns() // 1_000_000
-    if now_ms > _last_ms:
-        _last_ms = now_ms
-        _sequence = _getrandbits(10)
-        _prefix = (now_ms << 80) | _VERSION_AND_VARIANT | (_sequence << 64)
-    elif _sequence < 0xFFF:
-        _sequence += 1
-        _prefix += 1 << 64
-    else:
-        _last_ms += 1
-        _sequence = 0
-        _prefix = (_last_ms << 80) | _VERSION_AND_VARIANT
-    return _prefix | _getrandbits(62)
+    getrandbits = random.Random(random.SystemRandom().getrandbits(64)).getrandbits
+    last_ms = sequence = prefix = 0  # prefix: everything but rand_b
+
+    def new_id() -> int:
+        nonlocal last_ms, sequence, prefix
+        now_ms = clock_ns() // 1_000_000
+        if now_ms > last_ms:
+            last_ms = now_ms
+            sequence = getrandbits(10)
+            prefix = (now_ms << 80) | _VERSION_AND_VARIANT | (sequence << 64)
+        elif sequence < 0xFFF:
+            sequence += 1
+            prefix += 1 << 64
+        else:
+            last_ms += 1
+            sequence = 0
+            prefix = (last_ms << 80) | _VERSION_AND_VARIANT
+        return prefix | getrandbits(62)
+
+    return new_id
+
+
+#: The process's id generator: `new_message_id()` is a new UUIDv7 as a 128-bit integer.
+new_message_id = uuid7_generator()
 
 
 def normalize_message_id(value: str | int | uuid.UUID) -> int:

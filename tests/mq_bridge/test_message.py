@@ -43,13 +43,17 @@ def test_repr_hides_the_payload():
     assert "secret" not in repr(Message(b"secret"))
 
 
-def test_ids_stay_ordered_when_a_millisecond_runs_out_of_sequence_numbers(monkeypatch):
-    from mq_bridge import message
+def test_ids_stay_ordered_when_a_millisecond_runs_out_of_sequence_numbers():
+    from mq_bridge.message import uuid7_generator
 
-    monkeypatch.setattr(message, "_time_ns", lambda: 1_700_000_000_000 * 1_000_000)
-    ids = [message.new_message_id() for _ in range(10_000)]  # > 4096 in one frozen ms
+    frozen = uuid7_generator(lambda: 1_700_000_000_000 * 1_000_000)
+    ids = [frozen() for _ in range(10_000)]  # > 4096 in one millisecond
     assert ids == sorted(ids) and len(set(ids)) == 10_000
     assert all(uuid.UUID(int=value).version == 7 for value in ids)
+    backwards = iter([5_000_000_000, 4_000_000_000, 4_000_000_000])
+    stepping_back = uuid7_generator(lambda: next(backwards))
+    made = [stepping_back() for _ in range(3)]
+    assert made == sorted(made)
 
 
 def test_json_round_trips_and_big_integers_serialize_exactly():
