@@ -110,7 +110,8 @@ def _dataclass_fields(instance: object) -> dict[str, Any]:
 
     Cheaper than ``dataclasses.asdict``, which deep-copies every value first.
     """
-    return {name: getattr(instance, name) for name in _field_names(type(instance))}
+    cls: type = type(instance)
+    return {name: getattr(instance, name) for name in _field_names(cls)}
 
 
 def _nested(value: Any) -> Any:
