@@ -27,7 +27,14 @@ import uuid
 
 from mq_bridge import Consumer, MemoryDrainer, Publisher, Route
 
-DOC = {"order_id": 0, "customer": "c-000042", "amount": 129.95, "currency": "EUR", "n": 0}
+DOC = {
+    "order_id": 0,
+    "customer": "c-000042",
+    "sku": "SKU-7731-BLUE",
+    "amount": 129.95,
+    "currency": "EUR",
+    "n": 0,
+}  # ~100 B as compact JSON
 
 
 def _topics(tag: str) -> tuple[str, str]:
