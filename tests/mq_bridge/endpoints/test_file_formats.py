@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 
 import pytest
@@ -158,3 +159,27 @@ def test_batched_envelopes_keep_boundaries_even_when_payloads_look_like_them() -
         Message(b"", {"k": "\ud800"}),
     ]
     assert round_trip(tricky * 2, "normal") == tricky * 2
+
+
+def test_equal_metadata_is_shared_and_a_bad_value_after_a_good_one_is_still_caught() -> None:
+    uid = "01a228b9-031b-7ac9-9ddf-e64a78bac5f8"
+    good = json.dumps({"message_id": uid, "payload": "p", "metadata": {"k": "v"}}).encode()
+    bad = json.dumps({"message_id": uid, "payload": "p", "metadata": {"k": 1}}).encode()
+    result = decode_records([good, good, bad, good], [0, 10, 20, 30], "normal", 0)
+    assert [offset for offset, _ in result.errors] == [20]
+    assert [m.metadata for m in result.messages] == [{"k": "v"}] * 3
+    first, second = decode_records([good, good], [0, 10], "normal", 0).messages
+    assert first._metadata is second._metadata  # one dict for equal metadata
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_decoding_leaves_the_garbage_collector_as_it_found_it(enabled: bool) -> None:
+    good = encode_record(Message(b"ok"), "normal", b"\n")[:-1]
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        decode_records([good, good], [0, 40], "normal", 0)
+        decode_records([good, b"not json"], [0, 40], "normal", 0)  # the fallback path
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
