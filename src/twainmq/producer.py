@@ -16,6 +16,7 @@ each write before it is acknowledged.
 
 from __future__ import annotations
 
+import struct
 import time
 import zlib
 from collections.abc import Iterable
@@ -34,7 +35,12 @@ from .topic import OpenTopic
 _new_tuple = tuple.__new__  # skips NamedTuple's Python-level __new__ on the hot path
 _CHUNK_BYTES = 1024 * 1024
 _ROUTE_CACHE_SIZE = 65536
-Route = tuple[PartitionLog, bytes, type]
+Route = tuple[PartitionLog, bytes, type, bytes]
+"""(partition, key bytes, key class, a text record's bytes after its timestamp up to the
+payload: tag, key length, key)."""
+# Bound once: write_message runs these per message.
+_time_ns, _crc32, _pack_length_crc = time.time_ns, zlib.crc32, LENGTH_AND_CRC.pack
+_pack_stamp, _TAG_KEYLEN_AT = struct.Struct("<q").pack, TIMESTAMP_TAG_KEYLEN.pack
 
 
 class Producer:
@@ -84,16 +90,17 @@ class Producer:
             route = None
         if route is None or type(key) is not route[2]:
             route = self._route(key, partition)
-        log, key_bytes = route[0], route[1]
+        log = route[0]
+        stamp = _time_ns() // 1000
         if type(message) is str:
-            tag, payload = TAG_TEXT, message.encode()
+            payload = message.encode()
+            tail = _pack_stamp(stamp) + route[3] + payload
         else:
             tag, payload = encode_payload(message, self._topic.registry, self._declared)
+            tail = _TAG_KEYLEN_AT(stamp, tag, len(route[1])) + route[1] + payload
         if len(payload) > self._max_bytes:
             raise self._too_large(payload)
-        stamp = time.time_ns() // 1000
-        tail = TIMESTAMP_TAG_KEYLEN.pack(stamp, tag, len(key_bytes)) + key_bytes + payload
-        record = LENGTH_AND_CRC.pack(len(tail) + 4, zlib.crc32(tail)) + tail
+        record = _pack_length_crc(len(tail) + 4, _crc32(tail)) + tail
         offset = log.append_one(record, stamp, self._sync_each, self._durable_roll)
         if self._group_commit:
             log.dirty = True
@@ -143,7 +150,7 @@ class Producer:
         self, key: Any, keyed: dict[Any, _KeyEntry], shares: dict[PartitionLog, _Share], stamp: int
     ) -> _KeyEntry:
         """Route a key seen for the first time in a batch; cache its record prefix."""
-        log, key_bytes, key_class = self._route(key, None)
+        log, key_bytes, key_class, _ = self._route(key, None)
         share = shares.get(log)
         if share is None:
             share = shares[log] = _Share(log)
@@ -159,7 +166,7 @@ class Producer:
         log = topic.log(topic.check_partition(chosen))
         if self._exclusive:
             log.hold()
-        route = (log, key_bytes, type(key))
+        route = (log, key_bytes, type(key), bytes((TAG_TEXT, len(key_bytes))) + key_bytes)
         if partition is None:
             if len(self._routes) >= _ROUTE_CACHE_SIZE:
                 self._routes.clear()

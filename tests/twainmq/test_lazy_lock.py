@@ -1,0 +1,140 @@
+"""Lazy lock release: a producer keeps a partition's lock between writes, yet never starves
+other writers (any process), never blocks readers, and a killed holder frees the partition."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from twainmq import Twain
+
+from .test_processes import check_log, read_acks, start_writer
+
+HOLD_AND_SLEEP = """
+import sys, time
+from twainmq import Twain
+producer = Twain(sys.argv[1]).producer("t", exclusive=True)
+producer.write_message(1, "held:0")
+print("written", flush=True)
+time.sleep(600)
+"""
+
+
+def head_of(tmq: Twain) -> Path:
+    return tmq.root_dir / "t" / "0" / "head"
+
+
+def lock_is_free(head: Path) -> bool:
+    """Whether a new open file can take the partition's lock now (then gives it back)."""
+    fd = os.open(head, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # closing the only file of a flock releases it
+    return True
+
+
+def wait_until(condition: object, seconds: float = 30) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():  # type: ignore[operator]
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def start_holder(tmq: Twain) -> subprocess.Popen:  # type: ignore[type-arg]
+    args = [sys.executable, "-c", HOLD_AND_SLEEP, str(tmq.root_dir)]
+    holder = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline() == "written\n"
+    return holder
+
+
+def test_a_writer_holds_the_lock_between_writes_and_gives_it_back_when_idle(
+    tmq: Twain,
+) -> None:
+    tmq.create_topic("t", partitions=1)
+    producer = tmq.producer("t")
+    producer.write_message(1, "a")
+    assert not lock_is_free(head_of(tmq))  # kept after the write ...
+    assert wait_until(lambda: lock_is_free(head_of(tmq)))  # ... until it idles
+    assert producer.write_message(1, "b").offset == 1
+    producer.close()
+    assert lock_is_free(head_of(tmq))
+
+
+@pytest.mark.slow
+def test_another_process_writes_while_this_one_writes_without_pause(
+    tmq: Twain, tmp_path: Path
+) -> None:
+    tmq.create_topic("t", partitions=1, segment_bytes=64 * 1024)
+    ours = tmq.producer("t")
+    ours.write_message(1, "ours:0")
+    other = start_writer(tmq.root_dir, "other", 300, "never", tmp_path / "other.acks")
+    written = 1
+    deadline = time.monotonic() + 120
+    while other.poll() is None and time.monotonic() < deadline:
+        ours.write_message(1, f"ours:{written}")  # never idle: the other asks via the head
+        written += 1
+    ours.close()
+    assert other.wait(timeout=60) == 0, other.stderr.read()  # type: ignore[union-attr]
+    found = check_log(tmq)  # offsets contiguous and unique
+    assert sorted(found["ours"]) == list(range(written))
+    assert sorted(found["other"]) == list(range(300))
+    other_offsets = [offset for _, offset in found["other"].values()]
+    ours_last = max(offset for _, offset in found["ours"].values())
+    assert min(other_offsets) < ours_last  # it got in while we were still writing
+    for seq, partition, offset in read_acks(tmp_path / "other.acks"):
+        if partition != "-":
+            assert found["other"][seq] == (0, int(offset))
+
+
+def test_two_producers_in_one_thread_take_turns(tmq: Twain) -> None:
+    tmq.create_topic("t", partitions=1)
+    first, second = tmq.producer("t"), tmq.producer("t")
+    offsets = [p.write_message(1, str(i)).offset for i in range(20) for p in (first, second)]
+    assert offsets == list(range(40))
+    first.close()
+    second.close()
+
+
+def test_a_lazy_holder_killed_with_kill_9_mid_stream_frees_the_partition(
+    tmq: Twain, tmp_path: Path
+) -> None:
+    tmq.create_topic("t", partitions=1)
+    acks = tmp_path / "w.acks"
+    writer = start_writer(tmq.root_dir, "w", 10**6, "never", acks)
+    try:
+        assert wait_until(lambda: len(read_acks(acks)) > 50)  # writing, so holding the lock
+    finally:
+        os.kill(writer.pid, signal.SIGKILL)
+        writer.wait(timeout=30)
+    acked = {seq for seq, _, _ in read_acks(acks)}
+    with tmq.producer("t") as producer:
+        after = producer.write_message(1, "after:0").offset
+    found = check_log(tmq)
+    assert acked <= set(found["w"]) and found["after"][0] == (0, after)
+
+
+def test_an_exclusive_holder_killed_with_kill_9_frees_the_partition(tmq: Twain) -> None:
+    tmq.create_topic("t", partitions=1)
+    holder = start_holder(tmq)
+    try:
+        assert not lock_is_free(head_of(tmq))
+        consumer = tmq.consumer("t")  # readers never wait for the holder
+        assert consumer.poll(timeout=10).message == "held:0"  # type: ignore[union-attr]
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=30)
+    with tmq.producer("t") as producer:
+        assert producer.write_message(1, "after").offset == 1
+    assert [m.message for m in tmq.consumer("t").poll_many(10, timeout=1)] == ["held:0", "after"]
