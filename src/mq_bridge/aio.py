@@ -19,7 +19,7 @@ from typing import Any
 
 from mq_bridge.consumer import DEFAULT_MAX, Consumer
 from mq_bridge.message import Message
-from mq_bridge.publisher import Publisher
+from mq_bridge.publisher import Publisher, _as_message
 from mq_bridge.route import Route
 
 __all__ = ["AsyncConsumer", "AsyncPublisher", "AsyncRoute"]
@@ -86,7 +86,11 @@ class AsyncRoute:
 
 
 class AsyncPublisher:
-    """A `Publisher` whose sends run off the event loop."""
+    """A `Publisher` whose sends never block the event loop.
+
+    A send that the endpoint can take at once (a memory topic with room) happens right on
+    the loop; anything that may wait (I/O, a full topic, requests) runs in a thread.
+    """
 
     def __init__(self, publisher: Publisher) -> None:
         self.sync = publisher
@@ -106,12 +110,17 @@ class AsyncPublisher:
     async def send(
         self, message: Message | bytes, metadata: Mapping[str, str] | None = None
     ) -> None:
-        await asyncio.to_thread(self.sync.send, message, metadata)
+        """Send on the loop when the endpoint can take it at once, else from a thread."""
+        await self._send(_as_message(message, metadata))
 
     async def send_json(
         self, data: Any, metadata: Mapping[str, str] | None = None, id: str | None = None
     ) -> None:
-        await asyncio.to_thread(self.sync.send_json, data, metadata, id)
+        await self._send(Message.from_json(data, metadata, id))
+
+    async def _send(self, message: Message) -> None:
+        if not self.sync._try_send(message):
+            await asyncio.to_thread(self.sync.send, message)
 
     async def send_batch(self, messages: Iterable[Message | bytes]) -> None:
         await asyncio.to_thread(self.sync.send_batch, list(messages))

@@ -126,6 +126,10 @@ class Publisher:
         if output is not None:
             output.close()
 
+    def _try_send(self, message: Message) -> bool:
+        """Send only if no waiting is needed (for `AsyncPublisher` on its event loop)."""
+        return self._endpoint().try_send_one(message)
+
     def _endpoint(self) -> OutputEndpoint:
         if self._output is None:
             raise ClosedError("publisher is closed")

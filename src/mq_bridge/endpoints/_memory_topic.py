@@ -81,6 +81,19 @@ class MemoryChannel:
                 self._wakeups_pending += 1
                 self._readable.notify()
 
+    def try_put(self, message: Message) -> bool:
+        """Append one message if there is room right now (never to broadcast channels)."""
+        if self.broadcast_to:
+            return False
+        with self._lock:
+            if self.capacity and len(self._items) - self._head >= self.capacity:
+                return False
+            self._items.append(message)
+            if self._waiting_readers > self._wakeups_pending:
+                self._wakeups_pending += 1
+                self._readable.notify()
+            return True
+
     def put_many(self, messages: Sequence[Message], timeout: float | None) -> None:
         """Append all messages in order, as room allows; on timeout the rest fail (SendError)."""
         if self.broadcast_to:

@@ -30,8 +30,10 @@ Middleware (`mq_bridge.middleware`) wraps these same interfaces, so a wrapped en
 still an endpoint.
 
 Changes since the foundation (issue 4): `OutputEndpoint.send_one(message)` is an optional
-fast path for a single message (publishers call it; the default calls `send`), and
-`endpoint_config_items` lives here for the factory.
+fast path for a single message (publishers call it; the default calls `send`);
+`OutputEndpoint.try_send_one(message) -> bool` sends only if that cannot wait (the async
+publisher calls it on the event loop and falls back to a thread when it returns False; the
+default returns False); `endpoint_config_items` lives here for the factory.
 """
 
 from __future__ import annotations
@@ -145,6 +147,14 @@ class OutputEndpoint:
     def send_one(self, message: Message) -> None:
         """Deliver one message; endpoints with a cheaper single-message path override it."""
         self.send((message,))
+
+    def try_send_one(self, message: Message) -> bool:
+        """Deliver one message only if that needs no waiting (no I/O, no backpressure).
+
+        True when it was delivered; False when the caller should use `send_one` from a
+        thread that may block. Middleware does not forward it, so wrapped outputs say False.
+        """
+        return False
 
     def request(self, message: Message, timeout: float | None) -> Message:
         """Send one message and wait for its reply (request/reply outputs only)."""

@@ -151,6 +151,11 @@ class MemoryOutput(OutputEndpoint):
     def send_one(self, message: Message) -> None:
         self.send((message,))
 
+    def try_send_one(self, message: Message) -> bool:
+        if self._closed:
+            raise ClosedError(f"{self.describe()} output is closed")
+        return not self._request_reply and self._topic.queue.try_put(message)
+
     def send(self, messages: Sequence[Message]) -> None:
         if self._closed:
             raise ClosedError(f"{self.describe()} output is closed")

@@ -91,3 +91,17 @@ def test_the_drainer_counts_what_it_took_and_gives_up_after_its_timeout():
     assert drainer.drain(100, timeout=5.0, batch_size=64) == 100
     assert drainer.drain(1000, timeout=0.05) == 150  # only 150 left: returns at the timeout
     assert get_topic(topic).capacity == 1000
+
+
+def test_try_send_one_takes_a_message_only_when_there_is_room():
+    from mq_bridge._factory import build_output, new_context
+    from mq_bridge.errors import ClosedError
+
+    topic = unique("try")
+    output = build_output({"memory": {"topic": topic, "capacity": 1}}, new_context("t"))
+    assert output.try_send_one(Message(b"1")) is True
+    assert output.try_send_one(Message(b"2")) is False  # full: the caller must wait elsewhere
+    output.close()
+    with pytest.raises(ClosedError):
+        output.try_send_one(Message(b"3"))
+    assert len(get_topic(topic).queue) == 1

@@ -59,3 +59,37 @@ def test_async_request_reply_and_tokens():
         await consumer.aclose()
 
     asyncio.run(main())
+
+
+def test_a_send_that_must_wait_runs_off_the_loop_and_the_loop_keeps_going():
+    topic = unique("full")
+
+    async def main() -> tuple[int, list[bytes]]:
+        config = {"memory": {"topic": topic, "capacity": 1, "send_timeout_ms": 5000}}
+        publisher = AsyncPublisher.from_config(config)
+        await publisher.send(b"first")  # room: taken on the loop at once
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.005)
+
+        ticker = asyncio.create_task(tick())
+        consumer = AsyncConsumer.from_config({"memory": {"topic": topic}})
+        sending = asyncio.create_task(publisher.send(b"second"))  # full: waits in a thread
+        await asyncio.sleep(0.1)
+        assert not sending.done()
+        got = await consumer.poll(max=1, timeout_ms=1000)  # makes room
+        await sending
+        got += await consumer.poll(max=1, timeout_ms=1000)
+        await consumer.commit()
+        ticker.cancel()
+        await consumer.aclose()
+        await publisher.aclose()
+        return ticks, [m.payload for m in got]
+
+    ticks, payloads = asyncio.run(main())
+    assert payloads == [b"first", b"second"]
+    assert ticks >= 3  # the loop kept running while the send waited
