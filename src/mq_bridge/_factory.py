@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import threading
 from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
@@ -27,9 +28,15 @@ __all__ = ["build_input", "build_output", "new_context"]
 OutputWrapper = Callable[[OutputEndpoint], OutputEndpoint]
 
 
-def new_context(route_name: str, allow_fault_injection: bool = False) -> BuildContext:
+def new_context(
+    route_name: str,
+    allow_fault_injection: bool = False,
+    stopping: threading.Event | None = None,
+) -> BuildContext:
     """A build context whose `build_output` builds nested endpoints (fanout, switch, dlq)."""
-    context = BuildContext(route_name=route_name, allow_fault_injection=allow_fault_injection)
+    context = BuildContext(
+        route_name=route_name, allow_fault_injection=allow_fault_injection, stopping=stopping
+    )
     context.build_output = lambda config: build_output(config, context)
     return context
 

@@ -178,7 +178,7 @@ class Route:
     def _build_runner(self) -> RouteRunner:
         config = self._config
         knobs = _env.read_knobs()
-        context = new_context(self.name, bool(config.get("allow_fault_injection")))
+        context = new_context(self.name, bool(config.get("allow_fault_injection")), self._stopping)
         handler, may_await = self._handler()
         around = None if handler is None else (lambda ep: HandlerStage(ep, handler, may_await))
         source = build_input(config["input"], context)

@@ -38,6 +38,7 @@ default returns False); `endpoint_config_items` lives here for the factory.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -94,6 +95,8 @@ class BuildContext:
     build_output: Callable[[Mapping[str, Any]], OutputEndpoint] | None = None
     #: Process-wide shared objects (memory topics, metrics, reply waiters) keyed by name.
     shared: dict[str, Any] = field(default_factory=dict)
+    #: Set when the owning route stops: waits (retry backoff, delay, limiter) end early.
+    stopping: threading.Event | None = None
 
 
 class InputEndpoint:

@@ -218,3 +218,25 @@ routes:
     with Route.from_str(text, "paced").with_handler(lambda m: m):
         Publisher.from_config({"memory": {"topic": source}}).send_json({"ok": True})
         assert [m.json() for m in read(sink, 1)] == [{"ok": True}]
+
+
+def test_stopping_a_route_ends_a_long_retry_wait_and_keeps_the_message():
+    source, sink = unique("in"), unique("out")
+    retry = {
+        "retry": {"max_attempts": 5, "initial_interval_ms": 600_000, "max_interval_ms": 600_000}
+    }
+    attempted = threading.Event()
+
+    def handle(message: Message) -> Message:
+        attempted.set()
+        raise RetryableError("downstream busy")
+
+    route = Route.from_config(route_config(source, sink, [retry])).with_handler(handle)
+    route.start()
+    Publisher.from_config({"memory": {"topic": source}}).send_json({"n": 1})
+    assert attempted.wait(30)
+    route.stop()
+    route.join(timeout=60)  # the retry would wait ten minutes: only the stop can end it
+    assert not route.running
+    (kept,) = read(source, 1)  # nacked back to its topic, not lost
+    assert kept.json() == {"n": 1}
