@@ -9,6 +9,7 @@ from mq_bridge.consumer import Consumer
 from mq_bridge.drainer import MemoryDrainer
 from mq_bridge.errors import NonRetryableError, RetryableError
 from mq_bridge.message import Message
+from mq_bridge.middleware.metrics import metrics_snapshot
 from mq_bridge.publisher import Publisher
 from mq_bridge.route import Route
 
@@ -36,4 +37,5 @@ __all__ = [
     "__version__",
     "config_schema",
     "init_logging",
+    "metrics_snapshot",
 ]

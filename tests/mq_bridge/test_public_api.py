@@ -23,6 +23,7 @@ PUBLIC = {
     "__version__",
     "config_schema",
     "init_logging",
+    "metrics_snapshot",
 }
 
 
