@@ -4,9 +4,11 @@ Each ``write_message`` is one locked ``pwrite`` of one record: when it returns, 
 is in the kernel (safe against a process crash) and its offset is known. ``write_messages``
 encodes a whole batch and writes each partition's share with one locked ``pwrite`` per MiB.
 
-``exclusive=True`` keeps each partition's lock from the producer's first write there until
-``close()``: other producers of those partitions (any process) wait until then, consumers do
-not. It saves two syscalls per call; use it when one producer is the partition's only writer.
+A producer keeps a partition's lock between its writes and gives it back as soon as another
+writer asks or after a millisecond without writes (lazy release, see ``partition.py``), so a
+busy producer pays no lock syscalls. ``exclusive=True`` keeps each partition's lock from the
+producer's first write there until ``close()``, whoever asks: other producers of those
+partitions (any process) wait until then, consumers do not.
 
 Durability (``fsync=``): ``"never"`` (default) leaves flushing to the kernel; ``"batch"``
 (group commit) has a background thread sync the partitions written to every
