@@ -57,22 +57,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from mq_bridge.endpoints.base import BuildContext, OutputEndpoint
 from mq_bridge.endpoints.file_formats import (
     FORMATS,
-    batch_encoder,
     encode_record,
     encode_records,
     format_name,
+    text_envelope,
 )
 from mq_bridge.endpoints.file_reader import FileInput
 from mq_bridge.errors import ClosedError, ConfigError, EndpointError, SendError
-from mq_bridge.message import Message
+from mq_bridge.message import (
+    NO_METADATA,
+    Message,
+    _coerce_metadata,
+    _dump_json,
+    new_message_id,
+    normalize_message_id,
+)
 
 __all__ = ["SCHEMA", "FileInput", "FileOptions", "FileOutput", "build_input", "build_output"]
 
 log = logging.getLogger(__name__)
 
+_orjson_dumps = orjson.dumps
+_NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
 _BUFFER_LIMIT = 1 << 16  # buffered bytes that trigger a write without waiting for linger
 
 SCHEMA: dict[str, Any] = {
@@ -174,10 +185,8 @@ class FileOutput(OutputEndpoint):
 
     def __init__(self, options: FileOptions) -> None:
         self._options = options
-        #: encodes a whole buffer at write time and never fails (the common formats)
-        self._batch_encode = batch_encoder(options.format, options.delimiter)
         self._appender: Appender | None = None
-        self._append: Callable[[Any, int], None] = self._refuse
+        self._append: Callable[[bytes], None] = self._refuse
         self._closed = False
 
     def connect(self) -> None:
@@ -185,7 +194,7 @@ class FileOutput(OutputEndpoint):
             return
         if self._closed:
             raise ClosedError(f"{self.describe()} is closed")
-        self._appender = Appender(self._options, self._batch_encode or b"".join)
+        self._appender = Appender(self._options)
         self._append = self._appender.append
         # Flushes what single sends left buffered if the publisher is collected or the
         # interpreter exits without `close()` (the appender, not self, is referenced).
@@ -201,18 +210,48 @@ class FileOutput(OutputEndpoint):
     def send_one(self, message: Message) -> None:
         """One message: buffered for at most `linger_ms` unless linger is 0 or fsync always.
 
-        With a batch encoder the message itself is buffered and encoded with the others
-        when the buffer is written; otherwise it is encoded now, so a message that cannot
-        be written (its record holds the delimiter) fails here.
+        It is encoded now (the buffer holds records), so a message that cannot be written
+        (its record holds the delimiter) fails here.
         """
-        if self._batch_encode is not None:
-            self._append(message, len(message._payload))
-        else:
-            options = self._options
-            record = encode_record(message, options.format, options.delimiter)
-            self._append(record, len(record))
+        options = self._options
+        self._append(encode_record(message, options.format, options.delimiter))
 
-    def _refuse(self, item: Any, size: int) -> None:
+    def json_sender(self) -> Callable[[Any, Mapping[str, str] | None, Any], None] | None:
+        """`Publisher.send_json` without building a `Message`, for the envelope formats.
+
+        The publisher calls this once; None means "send a Message as usual".
+        """
+        if self._options.format not in ("normal", "text"):
+            return None
+        return self._send_json
+
+    def _send_json(self, data: Any, metadata: Mapping[str, str] | None, id: Any) -> None:
+        """What `Publisher.send_json` does, straight to a record: same checks, same bytes.
+
+        The hot path of single JSON sends, hence inline rather than through `text_envelope`.
+        """
+        try:
+            text = _orjson_dumps(data, option=_NON_STR_KEYS).decode()
+        except TypeError:  # what orjson cannot encode: `_dump_json` decides (or raises)
+            text = _dump_json(data).decode()
+        checked = _coerce_metadata(metadata) if metadata else NO_METADATA
+        id_value = new_message_id() if id is None else normalize_message_id(id)
+        hex_id = id_value.to_bytes(16, "big").hex()
+        uuid_text = f"{hex_id[:8]}-{hex_id[8:12]}-{hex_id[12:16]}-{hex_id[16:20]}-{hex_id[20:]}"
+        envelope = {"message_id": uuid_text, "payload": text}
+        if checked:
+            envelope["metadata"] = checked  # type: ignore[assignment]
+        delimiter = self._options.delimiter
+        try:
+            record = _orjson_dumps(envelope)
+        except TypeError:  # e.g. a lone surrogate in metadata
+            record = text_envelope(text.encode(), checked, id_value)
+        if delimiter in record:  # raises the usual error naming the message
+            message = Message._trusted(text.encode(), checked, id_value)
+            encode_record(message, "normal", delimiter)
+        self._append(record + delimiter)
+
+    def _refuse(self, record: bytes) -> None:
         self._open()
 
     def _open(self) -> Appender:
@@ -242,16 +281,15 @@ class Appender:
 
     Single sends (`append`) are collected for at most `linger_ms` or about `_BUFFER_LIMIT`
     bytes and written with one `write` call: that is what makes one-message-at-a-time
-    publishing fast. The buffered items are records, or messages that `encode` turns into
-    records when they are written. A batch (`write_through`) goes out with whatever is
-    buffered before it returns. A failed background write is raised by the next call.
+    publishing fast. The buffered items are encoded records (bytes, which the cyclic GC
+    does not track). A batch (`write_through`) goes out with whatever is buffered before
+    it returns. A failed background write is raised by the next call.
     """
 
-    def __init__(self, options: FileOptions, encode: Callable[[list[Any]], bytes]) -> None:
+    def __init__(self, options: FileOptions) -> None:
         self._options = options
-        self._encode = encode
         self._lock = threading.Lock()
-        self._pending: list[Any] = []
+        self._pending: list[bytes] = []
         self._pending_bytes = 0
         self._error: EndpointError | None = None
         self._unsynced = False
@@ -265,19 +303,20 @@ class Appender:
                 target=self._flush_periodically, name="file-appender", daemon=True
             ).start()
 
-    def append(self, item: Any, size: int) -> None:
-        """Buffer one record (or message) of about `size` bytes; write when due."""
+    def append(self, record: bytes) -> None:
+        """Buffer one record (delimiter included); write when due."""
         with self._lock:
             if self._fd < 0 or self._error is not None:
                 self._check()
-            self._pending.append(item)
+            pending = self._pending
+            pending.append(record)
             if not self._buffered:
                 self._write(b"")
                 return
-            self._pending_bytes += size
+            self._pending_bytes += len(record)
             if self._pending_bytes >= _BUFFER_LIMIT:
                 self._write(b"")
-            elif len(self._pending) == 1:
+            elif len(pending) == 1:
                 self._wake.set()
 
     def write_through(self, data: bytes) -> None:
@@ -322,7 +361,7 @@ class Appender:
     def _write(self, data: bytes) -> None:
         """Write pending records plus `data` (lock held), then fsync as the policy says."""
         if self._pending:
-            data = self._encode(self._pending) + data
+            data = b"".join(self._pending) + data
             self._pending = []
             self._pending_bytes = 0
         _write_all(self._fd, data)

@@ -59,6 +59,7 @@ __all__ = [
     "encode_record",
     "encode_records",
     "format_name",
+    "text_envelope",
 ]
 
 #: Config names, with mq-bridge's aliases, mapped to the format they mean.
@@ -136,7 +137,7 @@ def _encode_text_envelopes(messages: Sequence[Message], delimiter: bytes) -> byt
     envelopes: list[dict[str, Any]] = []
     append = envelopes.append
     for message in messages:
-        digits = f"{message._id:032x}"
+        digits = message._id.to_bytes(16, "big").hex()
         uuid_text = f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
         try:
             envelope = {"message_id": uuid_text, "payload": message._payload.decode()}
@@ -165,7 +166,7 @@ def _raw_record(message: Message) -> bytes:
 
 
 def _uuid_text(value: int) -> str:
-    digits = f"{value:032x}"
+    digits = value.to_bytes(16, "big").hex()  # a little faster than f"{value:032x}"
     return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
 
 
@@ -181,13 +182,18 @@ def _dump(envelope: dict[str, Any]) -> bytes:
 
 
 def _text_envelope(message: Message) -> bytes:
-    envelope: dict[str, Any] = {"message_id": _uuid_text(message._id)}
+    return text_envelope(message._payload, message._metadata, message._id)
+
+
+def text_envelope(payload: bytes, metadata: dict[str, str], id_value: int) -> bytes:
+    """The `normal`/`text` envelope (no delimiter) of a message given by its parts."""
+    envelope: dict[str, Any] = {"message_id": _uuid_text(id_value)}
     try:
-        envelope["payload"] = message._payload.decode()
+        envelope["payload"] = payload.decode()
     except UnicodeDecodeError:
-        envelope["payload_base64"] = _base64(message._payload)
-    if message._metadata:
-        envelope["metadata"] = message._metadata
+        envelope["payload_base64"] = _base64(payload)
+    if metadata:
+        envelope["metadata"] = metadata
     return _dump(envelope)
 
 

@@ -6,7 +6,10 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from mq_bridge import Consumer, Message, Publisher, Route
+from mq_bridge.errors import ClosedError
 
 
 def test_the_readme_consumer_loop_ends_when_the_file_is_read(tmp_path: Path) -> None:
@@ -110,3 +113,43 @@ consumers:
         ]
         consumer.commit()
         assert consumer.exhausted
+
+
+def test_send_json_writes_what_send_of_the_same_message_writes(tmp_path: Path) -> None:
+    """The file endpoint's own send_json path: same bytes, same checks, same errors."""
+    uid = uuid.uuid4()
+    values = [
+        ({"n": 1, "s": 'quote " \\ \u00e9 \n'}, {"kind": "k", "x": "\ud800"}),
+        ([1, 2.5, None, 2**70], None),  # 2**70: orjson refuses, the stdlib fallback writes it
+        ({1: "non-string key"}, {}),
+    ]
+    via_json, via_send = tmp_path / "json.log", tmp_path / "send.log"
+    with Publisher.from_config({"file": {"path": str(via_json), "linger_ms": 0}}) as publisher:
+        for data, metadata in values:
+            publisher.send_json(data, metadata, id=uid)
+        with pytest.raises(ValueError, match="not JSON-serializable"):
+            publisher.send_json({"bad": object()})
+        with pytest.raises(TypeError, match="metadata must map str to str"):
+            publisher.send_json({"n": 1}, {"k": 1})  # type: ignore[dict-item]
+    with Publisher.from_config({"file": {"path": str(via_send)}}) as publisher:
+        for data, metadata in values:
+            publisher.send(Message.from_json(data, metadata, uid))
+    assert via_json.read_bytes() == via_send.read_bytes()
+    assert via_json.read_bytes().count(b"\n") == len(values)
+
+
+def test_send_json_with_a_text_delimiter_refuses_a_record_that_holds_it(tmp_path: Path) -> None:
+    path = tmp_path / "pipes.log"
+    with Publisher.from_config({"file": {"path": str(path), "delimiter": "|"}}) as publisher:
+        publisher.send_json({"a": 1})
+        with pytest.raises(ValueError, match="contains the delimiter"):
+            publisher.send_json({"a": "x|y"})
+    with Consumer.from_config({"file": {"path": str(path), "delimiter": "|"}}) as consumer:
+        assert [m.json() for m in consumer.poll(max=10, timeout_ms=2000)] == [{"a": 1}]
+
+
+def test_send_json_after_close_raises_closed(tmp_path: Path) -> None:
+    publisher = Publisher.from_config({"file": {"path": str(tmp_path / "x.log")}})
+    publisher.close()
+    with pytest.raises(ClosedError):
+        publisher.send_json({"a": 1})
