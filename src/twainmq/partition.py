@@ -15,7 +15,7 @@ Locking and durability (see docs/design.md, "Storage engine"):
 - Lazy release: a writer keeps the lock between its writes (two syscalls saved a write). A
   writer that finds it busy sets the head's "wanted" byte and polls; the holder checks that
   byte after each write and releases when it is set; ``idle_release.py`` releases a lock not
-  used for a millisecond or two. Mutual exclusion rests on ``flock`` alone.
+  used for a tick (1-16 ms). Mutual exclusion rests on ``flock`` alone.
 - An exclusive producer ``hold()``s the lock from its first write until it closes.
 """
 
@@ -142,16 +142,19 @@ class PartitionLog:
         RELEASER.discard(self)
         _flock(self._head_fd, _LOCK_UN)
 
-    def release_if_idle(self) -> None:
-        """Release a lazily held lock not written with since the last call (idle_release)."""
+    def release_if_idle(self) -> bool:
+        """Release a lazily held lock not written with since the last call (idle_release);
+        return whether it was written with."""
         if self.used:
             self.used = False
-        elif self._threads.acquire(blocking=False):
+            return True
+        if self._threads.acquire(blocking=False):
             try:
                 if self._locked and not self._held and not self.used:
                     self._give_back()
             finally:
                 self._threads.release()
+        return False
 
     def release_on_request(self) -> None:
         """Release a lazily held lock now: another producer of this process waits for it."""
