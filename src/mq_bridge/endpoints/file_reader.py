@@ -35,7 +35,9 @@ __all__ = ["FileInput", "GroupProgress"]
 
 log = logging.getLogger("mq_bridge.endpoints.file")
 
-_CHUNK = 1 << 20  # bytes per read: large reads are what make ~1M records/s possible
+# Bytes per read: enough that a read costs little per record, few enough that the records
+# split from it are still in the CPU cache when they are decoded (1 MiB was slower).
+_CHUNK = 1 << 18
 _POLL_INTERVAL = 0.02  # seconds between looks at a file that has not grown
 _COMPACT_AT = 1 << 20  # acked bytes that make a `delete` rewrite worth its cost
 _ID_NAMESPACE = uuid.UUID("2a0c6f0e-5d43-4c55-9a43-0b7f3f1e6c11")
@@ -138,13 +140,14 @@ class FileInput(InputEndpoint):
 
     def receive(self, max_messages: int, timeout: float | None) -> Batch:
         deadline = None if timeout is None else time.monotonic() + timeout
+        wanted = max(1, max_messages)
         while True:
+            if self._wants_more(wanted) and self._fill():
+                continue
             if self._cursor < len(self._records):
-                batch = self._take(max(1, max_messages))
+                batch = self._take(wanted)
                 if batch is not None:
                     return batch
-                continue
-            if self._fill():
                 continue
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
@@ -154,13 +157,21 @@ class FileInput(InputEndpoint):
                 self._wakeup.clear()
                 return Batch([])
 
+    def _wants_more(self, wanted: int) -> bool:
+        """Whether to read before taking: nothing buffered, or too little for a full batch
+        while the last read did not reach the end of the file."""
+        buffered = len(self._records) - self._cursor
+        return buffered == 0 or (buffered < wanted and not self._at_eof)
+
     def _fill(self) -> bool:
-        """Read the next chunk into complete records (+ a held-back tail); False at the end."""
+        """Read the next chunk into complete records (+ a held-back tail), after the ones
+        still buffered; False at the end."""
         fd = self._fd
         if fd is None:
             raise ClosedError(f"{self.describe()} is closed" if self._closed else "not connected")
-        chunk = os.pread(fd, _CHUNK, self._read_pos - self._removed)
-        self._at_eof = len(chunk) < _CHUNK
+        size = max(_CHUNK, len(self._tail))  # doubling past a huge record: linear, not n**2
+        chunk = os.pread(fd, size, self._read_pos - self._removed)
+        self._at_eof = len(chunk) < size
         if not chunk:
             self._check_not_truncated(fd)
             self._note_incomplete_tail()
@@ -172,6 +183,8 @@ class FileInput(InputEndpoint):
             self._skip_partial = False
             start = self._next_offset + len(records.pop(0)) + len(self._delimiter)
             self._next_offset = self._batch_start = self._acked = self._deletable_from = start
+        if self._cursor < len(self._records):
+            records[:0] = self._records[self._cursor :]
         self._records, self._cursor = records, 0
         return True
 

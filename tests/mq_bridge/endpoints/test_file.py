@@ -358,3 +358,35 @@ def test_a_file_truncated_under_a_reader_is_reported_in_status(tmp_path: Path) -
     status = source.status()
     assert not status.healthy and "shrank" in (status.error or "")
     source.close()
+
+
+@pytest.mark.parametrize("fmt", ["raw", "normal"])
+def test_batches_are_full_across_reads_and_offsets_stay_exact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    monkeypatch.setattr("mq_bridge.endpoints.file_reader._CHUNK", 64)  # many short reads
+    path = tmp_path / "many.log"
+    output = writer(path, format=fmt)
+    output.send(messages(*(b"record-%03d" % i for i in range(100))))
+    output.close()
+    source = reader(path, format=fmt, mode="group_subscribe", group_id="g")
+    sizes, got = [], []
+    while batch := source.receive(30, 0.05):
+        sizes.append(len(batch.messages))
+        got += [m.payload for m in batch.messages]
+        source.ack(batch)
+    assert sizes == [30, 30, 30, 10]
+    assert got == [b"record-%03d" % i for i in range(100)]
+    assert source.status().details["acked"] == path.stat().st_size
+    source.close()
+
+
+def test_a_record_many_reads_long_is_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("mq_bridge.endpoints.file_reader._CHUNK", 16)
+    path = tmp_path / "big.log"
+    big = bytes(range(32, 127)) * 400
+    path.write_bytes(b"a\n" + big + b"\nb\n")
+    source = reader(path, format="raw")
+    assert payloads(source) == [b"a", big, b"b"]
