@@ -186,15 +186,23 @@ def _text_envelope(message: Message) -> bytes:
 
 
 def text_envelope(payload: bytes, metadata: dict[str, str], id_value: int) -> bytes:
-    """The `normal`/`text` envelope (no delimiter) of a message given by its parts."""
-    envelope: dict[str, Any] = {"message_id": _uuid_text(id_value)}
+    """The `normal`/`text` envelope (no delimiter) of a message given by its parts.
+
+    Single sends encode here one at a time, hence the inlined id text and dumps.
+    """
+    hex_id = id_value.to_bytes(16, "big").hex()
+    uuid_text = f"{hex_id[:8]}-{hex_id[8:12]}-{hex_id[12:16]}-{hex_id[16:20]}-{hex_id[20:]}"
+    envelope: dict[str, Any]
     try:
-        envelope["payload"] = payload.decode()
+        envelope = {"message_id": uuid_text, "payload": payload.decode()}
     except UnicodeDecodeError:
-        envelope["payload_base64"] = _base64(payload)
+        envelope = {"message_id": uuid_text, "payload_base64": _base64(payload)}
     if metadata:
         envelope["metadata"] = metadata
-    return _dump(envelope)
+    try:
+        return _fast_dumps(envelope)
+    except (TypeError, ValueError):  # e.g. a lone surrogate in metadata
+        return _dump(envelope)
 
 
 def _json_envelope(message: Message) -> bytes:
