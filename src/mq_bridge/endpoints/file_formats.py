@@ -241,28 +241,36 @@ def decode_records(
     records: list[bytes], offsets: Sequence[int], fmt: str, id_base: int
 ) -> DecodeResult:
     """Decode complete records (without delimiters); `offsets[i]` is where record i starts."""
+    # Decoding makes objects by the thousand that cannot form a cycle; with the cyclic GC on
+    # they trigger collection after collection (10-25% of a read), so it is paused while
+    # they are made (as twainmq's consumer does). The parsed envelopes are gone before it
+    # resumes, so a collection then has only the messages to look at, if it runs at all.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _decode(records, offsets, fmt, id_base)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _decode(records: list[bytes], offsets: Sequence[int], fmt: str, id_base: int) -> DecodeResult:
     if fmt == "raw":
         return DecodeResult(
-            [_trusted(record, {}, id_base | offset) for record, offset in zip(records, offsets)],
+            [
+                _trusted(record, NO_METADATA, id_base | offset)
+                for record, offset in zip(records, offsets)
+            ],
             [],
         )
     if b"" in records:  # blank lines between envelopes are not records
         kept = [(record, offset) for record, offset in zip(records, offsets) if record]
         records, offsets = [r for r, _ in kept], [o for _, o in kept]
     json_payload = fmt == "json"
-    # Decoding makes three objects per record that cannot form a cycle; with the cyclic GC
-    # on they trigger collection after collection (10-25% of a read), so it is paused while
-    # they are made (as twainmq's consumer does). The parsed envelopes are gone before it
-    # resumes, so a collection then has only the messages to look at, if it runs at all.
-    collecting = gc.isenabled()
-    gc.disable()
     try:
         messages = _decode_envelopes(records, json_payload)
     except _DECODE_ERRORS:  # any surprise falls back to record by record
         return _decode_one_by_one(records, offsets, json_payload)
-    finally:
-        if collecting:
-            gc.enable()
     return DecodeResult(messages, [])
 
 
