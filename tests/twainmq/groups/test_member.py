@@ -131,7 +131,11 @@ def test_members_in_threads_never_share_a_partition(tmp_path):
     threads = [threading.Thread(target=run_member) for _ in range(4)]
     for thread in threads:
         thread.start()
+    # Churn for 2 s, longer on a loaded machine until enough handovers happened (bounded).
     time.sleep(2.0)
+    deadline = time.monotonic() + 30
+    while handovers[0] <= 10 and time.monotonic() < deadline:
+        time.sleep(0.1)
     stop.set()
     for thread in threads:
         thread.join(timeout=10)
