@@ -33,7 +33,11 @@ Changes since the foundation (issue 4): `OutputEndpoint.send_one(message)` is an
 fast path for a single message (publishers call it; the default calls `send`);
 `OutputEndpoint.try_send_one(message) -> bool` sends only if that cannot wait (the async
 publisher calls it on the event loop and falls back to a thread when it returns False; the
-default returns False); `endpoint_config_items` lives here for the factory.
+default returns False); `endpoint_config_items` lives here for the factory. An output may
+also offer `json_sender() -> Callable[[data, metadata, id], None]`, a cheaper
+`Publisher.send_json` that encodes straight to its wire format (the `file` endpoint does); it
+must check and fail exactly as `send_json` through `send_one` would. Middleware wrappers do
+not pass it on, so a publisher with middleware takes the general path.
 """
 
 from __future__ import annotations
