@@ -12,12 +12,12 @@ again where the transport can (memory always can).
 
 from __future__ import annotations
 
-import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
+from mq_bridge._constructors import FromConfig
 from mq_bridge._factory import build_input, new_context
 from mq_bridge.config.documents import Source
 from mq_bridge.config.loader import load_endpoint
@@ -31,7 +31,7 @@ __all__ = ["Consumer"]
 DEFAULT_MAX = 128
 
 
-class Consumer:
+class Consumer(FromConfig):
     """A pull consumer over one input endpoint (with its middleware)."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
@@ -46,27 +46,6 @@ class Consumer:
     @classmethod
     def _load(cls, source: Source, name: str | None) -> Consumer:
         return cls(load_endpoint(source, name, "consumers", "input"))
-
-    @classmethod
-    def from_file(cls, path: str, name: str | None = None) -> Consumer:
-        """A consumer from a YAML/JSON file; `name` picks an entry of its ``consumers:``."""
-        return cls._load(("file", path), name)
-
-    @classmethod
-    def from_str(cls, text: str, name: str | None = None) -> Consumer:
-        """A consumer from YAML/JSON text; `name` picks an entry of its ``consumers:``."""
-        return cls._load(("str", text), name)
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any], name: str | None = None) -> Consumer:
-        """A consumer from a dict; `name` picks an entry of its ``consumers:``."""
-        return cls._load(("config", config), name)
-
-    @classmethod
-    def from_yaml(cls, path: str, name: str | None = None) -> Consumer:
-        """Deprecated alias of `from_file`."""
-        warnings.warn("Consumer.from_yaml is deprecated; use from_file", DeprecationWarning, 2)
-        return cls.from_file(path, name)
 
     def poll(self, max: int = DEFAULT_MAX, timeout_ms: int | None = None) -> list[Message]:
         """Up to `max` messages, unacknowledged until `commit()`; [] after `timeout_ms`."""

@@ -10,11 +10,11 @@ took the message (for memory: a lock, an append and a notify), or raises.
 from __future__ import annotations
 
 import uuid
-import warnings
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
+from mq_bridge._constructors import FromConfig
 from mq_bridge._factory import build_output, new_context
 from mq_bridge.config.documents import Source
 from mq_bridge.config.loader import load_endpoint
@@ -37,7 +37,7 @@ DEFAULT_REQUEST_TIMEOUT = 30.0
 _trusted_message = Message._trusted  # bound once: send_json is the hot path
 
 
-class Publisher:
+class Publisher(FromConfig):
     """Sends to one output endpoint (with its middleware)."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
@@ -55,33 +55,6 @@ class Publisher:
     @classmethod
     def _load(cls, source: Source, name: str | None) -> Publisher:
         return cls(load_endpoint(source, name, "publishers", "output"))
-
-    @classmethod
-    def from_file(cls, path: str, name: str | None = None) -> Publisher:
-        """A publisher from a YAML/JSON file; `name` picks an entry of its ``publishers:``."""
-        return cls._load(("file", path), name)
-
-    @classmethod
-    def from_str(cls, text: str, name: str | None = None) -> Publisher:
-        """A publisher from YAML/JSON text; `name` picks an entry of its ``publishers:``."""
-        return cls._load(("str", text), name)
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any], name: str | None = None) -> Publisher:
-        """A publisher from a dict; `name` picks an entry of its ``publishers:``."""
-        return cls._load(("config", config), name)
-
-    @classmethod
-    def from_yaml(cls, path: str, name: str | None = None) -> Publisher:
-        """Deprecated alias of `from_file`."""
-        warnings.warn("Publisher.from_yaml is deprecated; use from_file", DeprecationWarning, 2)
-        return cls.from_file(path, name)
-
-    @classmethod
-    def from_yaml_str(cls, text: str, name: str | None = None) -> Publisher:
-        """Deprecated alias of `from_str`."""
-        warnings.warn("Publisher.from_yaml_str is deprecated; use from_str", DeprecationWarning, 2)
-        return cls.from_str(text, name)
 
     def send(self, message: Message | bytes, metadata: Mapping[str, str] | None = None) -> None:
         """Send a `Message`, or raw bytes with optional metadata."""

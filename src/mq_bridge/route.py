@@ -14,19 +14,19 @@ from __future__ import annotations
 import enum
 import inspect
 import threading
-import warnings
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
 from mq_bridge import _env
 from mq_bridge._connect import connect_all
+from mq_bridge._constructors import FromConfig
 from mq_bridge._delivery import Deliverer
 from mq_bridge._factory import build_input, build_output, new_context
 from mq_bridge._gc_policy import GcPolicy
 from mq_bridge._handler import Handler, HandlerStage, KindDispatcher
 from mq_bridge._route_runner import RouteRunner, RunnerSettings
-from mq_bridge.config.loader import load_route
+from mq_bridge.config.loader import Source, load_route
 from mq_bridge.config.redaction import redact
 from mq_bridge.endpoints.base import InputEndpoint, OutputEndpoint
 
@@ -39,7 +39,7 @@ class _State(enum.Enum):
     STOPPED = "stopped"
 
 
-class Route:
+class Route(FromConfig):
     """A route from its input to its output through an optional Python handler."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
@@ -55,33 +55,8 @@ class Route:
         self._endpoints: tuple[InputEndpoint, OutputEndpoint] | None = None
 
     @classmethod
-    def from_file(cls, path: str, name: str | None = None) -> Route:
-        """A route from a YAML or JSON file; `name` picks an entry of its ``routes:``."""
-        return cls(load_route(("file", path), name))
-
-    @classmethod
-    def from_str(cls, text: str, name: str | None = None) -> Route:
-        """A route from YAML or JSON text; `name` picks an entry of its ``routes:``."""
-        return cls(load_route(("str", text), name))
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any], name: str | None = None) -> Route:
-        """A route from a dict; `name` picks an entry of its ``routes:``."""
-        return cls(load_route(("config", config), name))
-
-    @classmethod
-    def from_yaml(cls, path: str, name: str | None = None) -> Route:
-        """Deprecated alias of `from_file`."""
-        warnings.warn("Route.from_yaml is deprecated; use Route.from_file", DeprecationWarning, 2)
-        return cls.from_file(path, name)
-
-    @classmethod
-    def from_yaml_str(cls, text: str, name: str | None = None) -> Route:
-        """Deprecated alias of `from_str`."""
-        warnings.warn(
-            "Route.from_yaml_str is deprecated; use Route.from_str", DeprecationWarning, 2
-        )
-        return cls.from_str(text, name)
+    def _load(cls, source: Source, name: str | None) -> Route:
+        return cls(load_route(source, name))
 
     @property
     def name(self) -> str:
