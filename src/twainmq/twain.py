@@ -22,6 +22,7 @@ from .consumer import Consumer
 from .describe import TopicDescription, describe_topic
 from .errors import TopicConfigError, UnknownTopicError
 from .groups.consumer import join_group
+from .groups.layout import GROUPS_DIR
 from .keys import Partitioner
 from .message import Message
 from .payloads import MessageTypeRegistry, message_type_name
@@ -118,6 +119,8 @@ class Twain:
         directory = self._root / topic_name
         if directory.exists():
             _remove_tree(directory)
+        # Its groups' commits would otherwise apply to a new topic of the same name.
+        shutil.rmtree(self._root / GROUPS_DIR / topic_name, ignore_errors=True)
 
     def producer(
         self,

@@ -105,6 +105,23 @@ def test_recreated_topic_starts_empty(tmq: Twain) -> None:
     assert tmq.consumer("t").poll() is None
 
 
+def test_a_recreated_topic_does_not_inherit_its_groups_commits(tmq: Twain) -> None:
+    tmq.create_topic("t", partitions=2)
+    with tmq.producer("t") as producer:
+        producer.write_messages([(k, f"old {k}") for k in range(6)])
+    with tmq.consumer("t", group="g") as old_member:
+        assert len(old_member.poll_many(10, timeout=5)) == 6
+        old_member.commit()
+    tmq.delete_topic("t")
+    tmq.create_topic("t", partitions=2)
+    with tmq.producer("t") as producer:
+        producer.write_messages([(k, f"new {k}") for k in range(6)])
+    with tmq.consumer("t", group="g") as member:
+        assert sorted(m.message for m in member.poll_many(10, timeout=5)) == sorted(
+            f"new {k}" for k in range(6)
+        )
+
+
 def test_describe_reports_partitions_segments_offsets_bytes(tmq: Twain) -> None:
     tmq.create_topic("t", partitions=2, segment_bytes=1024)
     with tmq.producer("t") as producer:
