@@ -152,7 +152,13 @@ class Producer:
         self, key: Any, keyed: dict[Any, _KeyEntry], shares: dict[PartitionLog, _Share], stamp: int
     ) -> _KeyEntry:
         """Route a key seen for the first time in a batch; cache its record prefix."""
-        log, key_bytes, key_class, _ = self._route(key, None)
+        try:
+            route = self._routes.get(key)  # keys repeat across batches: reuse their routing
+        except TypeError:  # unhashable, so not a valid key: _route() says why
+            route = None
+        if route is None or type(key) is not route[2]:
+            route = self._route(key, None)
+        log, key_bytes, key_class, _ = route
         share = shares.get(log)
         if share is None:
             share = shares[log] = _Share(log)
