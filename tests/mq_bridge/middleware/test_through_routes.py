@@ -3,29 +3,13 @@
 from __future__ import annotations
 
 import threading
-import time
-import uuid
 
 import pytest
 
-from mq_bridge import Consumer, Message, NonRetryableError, Publisher, RetryableError, Route
+from mq_bridge import Message, NonRetryableError, Publisher, RetryableError, Route
 from mq_bridge.errors import ConfigError
 from mq_bridge.middleware.metrics import metrics_snapshot
-
-
-def unique(name: str) -> str:
-    return f"{name}-{uuid.uuid4().hex[:8]}"
-
-
-def read(topic: str, count: int, timeout: float = 30.0) -> list[Message]:
-    """Up to `count` messages from a memory topic, waiting at most `timeout` seconds."""
-    got: list[Message] = []
-    deadline = time.monotonic() + timeout
-    with Consumer.from_config({"memory": {"topic": topic}}) as consumer:
-        while len(got) < count and time.monotonic() < deadline:
-            got += consumer.poll(count - len(got), 100)
-        consumer.commit()
-    return got
+from tests.mq_bridge.helpers import read, unique
 
 
 def route_config(source: str, sink: str, middlewares: list, **route: object) -> dict:
