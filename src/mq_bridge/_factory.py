@@ -43,18 +43,8 @@ def new_context(
 
 def build_input(config: Mapping[str, Any], context: BuildContext) -> InputEndpoint:
     """The input endpoint `config` describes, wrapped in its middleware."""
-    name, options = _endpoint_entry(config)
-    module = _import(ENDPOINT_MODULES, name, "endpoint")
-    factory = getattr(module, "build_input", None)
-    if factory is None:
-        raise ConfigError(f"the {name!r} endpoint cannot be used as an input", path=name)
-    endpoint: InputEndpoint = factory(options, context)
-    for mw_name, mw_options in reversed(_middleware_entries(config)):
-        wrap = getattr(_import(MIDDLEWARE_MODULES, mw_name, "middleware"), "wrap_input", None)
-        if wrap is None:
-            raise ConfigError(f"{mw_name!r} middleware only applies to outputs", "middlewares")
-        endpoint = wrap(endpoint, mw_options, context)
-    return endpoint
+    endpoint: InputEndpoint = _build_endpoint(config, context, "input")
+    return _wrap_in_middleware(endpoint, config, context, "input")
 
 
 def build_output(
@@ -63,18 +53,35 @@ def build_output(
     around_endpoint: OutputWrapper | None = None,
 ) -> OutputEndpoint:
     """The output endpoint `config` describes (wrapped by `around_endpoint`), in its middleware."""
-    name, options = _endpoint_entry(config)
-    module = _import(ENDPOINT_MODULES, name, "endpoint")
-    factory = getattr(module, "build_output", None)
-    if factory is None:
-        raise ConfigError(f"the {name!r} endpoint cannot be used as an output", path=name)
-    endpoint: OutputEndpoint = factory(options, context)
+    endpoint: OutputEndpoint = _build_endpoint(config, context, "output")
     if around_endpoint is not None:
         endpoint = around_endpoint(endpoint)
+    return _wrap_in_middleware(endpoint, config, context, "output")
+
+
+_OTHER_SIDE = {"input": "outputs", "output": "inputs"}
+
+
+def _build_endpoint(config: Mapping[str, Any], context: BuildContext, side: str) -> Any:
+    name, options = _endpoint_entry(config)
+    module = _import(ENDPOINT_MODULES, name, "endpoint")
+    factory = getattr(module, f"build_{side}", None)
+    if factory is None:
+        raise ConfigError(f"the {name!r} endpoint cannot be used as an {side}", path=name)
+    return factory(options, context)
+
+
+def _wrap_in_middleware(
+    endpoint: Any, config: Mapping[str, Any], context: BuildContext, side: str
+) -> Any:
+    """Wrap innermost-last, so the first middleware in the list is the outermost."""
     for mw_name, mw_options in reversed(_middleware_entries(config)):
-        wrap = getattr(_import(MIDDLEWARE_MODULES, mw_name, "middleware"), "wrap_output", None)
+        module = _import(MIDDLEWARE_MODULES, mw_name, "middleware")
+        wrap = getattr(module, f"wrap_{side}", None)
         if wrap is None:
-            raise ConfigError(f"{mw_name!r} middleware only applies to inputs", "middlewares")
+            raise ConfigError(
+                f"{mw_name!r} middleware only applies to {_OTHER_SIDE[side]}", "middlewares"
+            )
         endpoint = wrap(endpoint, mw_options, context)
     return endpoint
 
