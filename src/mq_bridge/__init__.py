@@ -3,10 +3,10 @@ and real brokers, configured from YAML, JSON or dicts."""
 
 from typing import Any
 
-from mq_bridge._logging import init_logging
+from mq_bridge.runtime.log_setup import init_logging
 from mq_bridge.aio import AsyncConsumer, AsyncPublisher, AsyncRoute
 from mq_bridge.consumer import Consumer
-from mq_bridge.drainer import MemoryDrainer
+from mq_bridge.endpoints.memory.drainer import MemoryDrainer
 from mq_bridge.errors import NonRetryableError, RetryableError
 from mq_bridge.message import Message
 from mq_bridge.middleware.metrics import metrics_snapshot

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from mq_bridge._constructors import FromConfig
-from mq_bridge._factory import build_input, new_context
+from mq_bridge.runtime.constructors import FromConfig
+from mq_bridge.runtime.factory import build_input, new_context
 from mq_bridge.config.documents import Source
 from mq_bridge.config.loader import load_endpoint
 from mq_bridge.config.redaction import redact

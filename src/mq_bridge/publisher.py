@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
-from mq_bridge._constructors import FromConfig
-from mq_bridge._factory import build_output, new_context
+from mq_bridge.runtime.constructors import FromConfig
+from mq_bridge.runtime.factory import build_output, new_context
 from mq_bridge.config.documents import Source
 from mq_bridge.config.loader import load_endpoint
 from mq_bridge.config.redaction import redact

@@ -18,14 +18,14 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
-from mq_bridge import _env
-from mq_bridge._connect import connect_all
-from mq_bridge._constructors import FromConfig
-from mq_bridge._delivery import Deliverer
-from mq_bridge._factory import build_input, build_output, new_context
-from mq_bridge._gc_policy import GcPolicy
-from mq_bridge._handler import Handler, HandlerStage, KindDispatcher
-from mq_bridge._route_runner import RouteRunner, RunnerSettings
+from mq_bridge.runtime import knobs as _env
+from mq_bridge.runtime.connect import connect_all
+from mq_bridge.runtime.constructors import FromConfig
+from mq_bridge.runtime.delivery import Deliverer
+from mq_bridge.runtime.factory import build_input, build_output, new_context
+from mq_bridge.runtime.gc_policy import GcPolicy
+from mq_bridge.runtime.handler import Handler, HandlerStage, KindDispatcher
+from mq_bridge.runtime.route_runner import RouteRunner, RunnerSettings
 from mq_bridge.config.loader import Source, load_route
 from mq_bridge.config.redaction import redact
 from mq_bridge.endpoints.base import InputEndpoint, OutputEndpoint

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 import mq_bridge
-from mq_bridge import _logging
+from mq_bridge.runtime import log_setup as _logging
 
 PUBLIC = {
     "AsyncConsumer",

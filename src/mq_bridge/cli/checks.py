@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from mq_bridge._factory import build_input, build_output, new_context
+from mq_bridge.runtime.factory import build_input, build_output, new_context
 from mq_bridge.config.documents import read_source, section_entries
 from mq_bridge.config.loader import load_endpoint, load_route, validate_document
 from mq_bridge.config.schema import config_schema

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mq_bridge._replies import deliver_reply
+from mq_bridge.runtime.replies import deliver_reply
 from mq_bridge.endpoints.base import BuildContext, OutputEndpoint
 from mq_bridge.message import Message
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from mq_bridge import Message
-from mq_bridge._factory import build_input, build_output, new_context
+from mq_bridge.runtime.factory import build_input, build_output, new_context
 from mq_bridge.endpoints.base import Batch, InputEndpoint, OutputEndpoint
 from tests.mq_bridge.contract.cases import ContractCase
 

@@ -217,7 +217,7 @@ def test_subscribe_with_delete_removes_only_what_it_acked(tmp_path: Path) -> Non
 
 
 def test_delete_keeps_reading_correctly_after_a_rewrite(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr("mq_bridge.endpoints.file_reader._COMPACT_AT", 4)
+    monkeypatch.setattr("mq_bridge.endpoints.file.input._COMPACT_AT", 4)
     path = tmp_path / "queue.log"
     path.write_bytes(b"".join(b"r%d\n" % i for i in range(10)))
     source = reader(path, format="raw", delete=True)
@@ -364,7 +364,7 @@ def test_a_file_truncated_under_a_reader_is_reported_in_status(tmp_path: Path) -
 def test_batches_are_full_across_reads_and_offsets_stay_exact(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
 ) -> None:
-    monkeypatch.setattr("mq_bridge.endpoints.file_reader._CHUNK", 64)  # many short reads
+    monkeypatch.setattr("mq_bridge.endpoints.file.input._CHUNK", 64)  # many short reads
     path = tmp_path / "many.log"
     output = writer(path, format=fmt)
     output.send(messages(*(b"record-%03d" % i for i in range(100))))
@@ -384,7 +384,7 @@ def test_batches_are_full_across_reads_and_offsets_stay_exact(
 def test_a_record_many_reads_long_is_read_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("mq_bridge.endpoints.file_reader._CHUNK", 16)
+    monkeypatch.setattr("mq_bridge.endpoints.file.input._CHUNK", 16)
     path = tmp_path / "big.log"
     big = bytes(range(32, 127)) * 400
     path.write_bytes(b"a\n" + big + b"\nb\n")

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mq_bridge.endpoints.file_formats import (
+from mq_bridge.endpoints.file.codec import (
     batch_encoder,
     decode_records,
     encode_record,

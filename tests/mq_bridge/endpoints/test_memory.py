@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from mq_bridge import Consumer, Message, Publisher
-from mq_bridge.endpoints._memory_topic import MemoryChannel, get_topic
+from mq_bridge.endpoints.memory.topic import MemoryChannel, get_topic
 from mq_bridge.errors import ConfigError, SendError, SendTimeoutError
 from tests.mq_bridge.helpers import unique
 
@@ -94,7 +94,7 @@ def test_the_drainer_counts_what_it_took_and_gives_up_after_its_timeout():
 
 
 def test_try_send_one_takes_a_message_only_when_there_is_room():
-    from mq_bridge._factory import build_output, new_context
+    from mq_bridge.runtime.factory import build_output, new_context
     from mq_bridge.errors import ClosedError
 
     topic = unique("try")

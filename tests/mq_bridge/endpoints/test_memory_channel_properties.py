@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mq_bridge import Message
-from mq_bridge.endpoints import _memory_topic
-from mq_bridge.endpoints._memory_topic import MemoryChannel
+from mq_bridge.endpoints.memory import topic as _memory_topic
+from mq_bridge.endpoints.memory.topic import MemoryChannel
 
 operations = st.lists(
     st.one_of(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from mq_bridge import Consumer, Message, Publisher, Route
-from mq_bridge._factory import build_input, build_output, new_context
+from mq_bridge.runtime.factory import build_input, build_output, new_context
 from mq_bridge.endpoints.twain import TwainInput
 from mq_bridge.errors import ConfigError, EndpointError, SendError
 from twainmq import Twain

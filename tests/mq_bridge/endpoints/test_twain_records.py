@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mq_bridge import Message
-from mq_bridge.endpoints.twain_records import (
+from mq_bridge.endpoints.twain.codec import (
     MAGIC,
     decode_record,
     encode_envelope,

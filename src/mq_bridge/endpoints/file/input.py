@@ -23,9 +23,9 @@ from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mq_bridge import _env
+from mq_bridge.runtime import knobs as _env
 from mq_bridge.endpoints.base import Batch, EndpointStatus, InputEndpoint
-from mq_bridge.endpoints.file_formats import DecodeResult, decode_records
+from mq_bridge.endpoints.file.codec import DecodeResult, decode_records
 from mq_bridge.errors import ClosedError, EndpointError
 
 if TYPE_CHECKING:

@@ -30,9 +30,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mq_bridge import _env
-from mq_bridge._replies import expect_reply
-from mq_bridge.endpoints._memory_topic import MemoryChannel, MemoryTopic, get_topic
+from mq_bridge.runtime import knobs as _env
+from mq_bridge.runtime.replies import expect_reply
+from mq_bridge.endpoints.memory.topic import MemoryChannel, MemoryTopic, get_topic
 from mq_bridge.endpoints.base import (
     Batch,
     BuildContext,

@@ -60,14 +60,14 @@ from typing import Any
 import orjson
 
 from mq_bridge.endpoints.base import BuildContext, OutputEndpoint
-from mq_bridge.endpoints.file_formats import (
+from mq_bridge.endpoints.file.codec import (
     FORMATS,
     encode_record,
     encode_records,
     format_name,
     text_envelope,
 )
-from mq_bridge.endpoints.file_reader import FileInput
+from mq_bridge.endpoints.file.input import FileInput
 from mq_bridge.errors import ClosedError, ConfigError, EndpointError, SendError
 from mq_bridge.message import (
     NO_METADATA,

@@ -53,9 +53,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mq_bridge.endpoints.base import BuildContext, EndpointStatus, OutputEndpoint
-from mq_bridge.endpoints.twain_options import NAME_PATTERN, TwainOptions, open_store
-from mq_bridge.endpoints.twain_reader import TwainInput
-from mq_bridge.endpoints.twain_records import encode_envelope, key_function
+from mq_bridge.endpoints.twain.options import NAME_PATTERN, TwainOptions, open_store
+from mq_bridge.endpoints.twain.input import TwainInput
+from mq_bridge.endpoints.twain.codec import encode_envelope, key_function
 from mq_bridge.errors import ClosedError, ConfigError, EndpointError, SendError
 from mq_bridge.message import Message
 

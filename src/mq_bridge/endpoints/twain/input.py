@@ -8,10 +8,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from mq_bridge import _env
+from mq_bridge.runtime import knobs as _env
 from mq_bridge.endpoints.base import Batch, EndpointStatus, InputEndpoint
-from mq_bridge.endpoints.twain_options import TwainOptions, open_store
-from mq_bridge.endpoints.twain_records import decode_batch
+from mq_bridge.endpoints.twain.options import TwainOptions, open_store
+from mq_bridge.endpoints.twain.codec import decode_batch
 from mq_bridge.errors import ClosedError, EndpointError
 from twainmq import TwainMQError
 from twainmq.groups import CommitFencedError, GroupConsumer

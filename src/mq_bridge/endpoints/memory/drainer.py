@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from mq_bridge.endpoints._memory_topic import MemoryChannel, get_topic
+from mq_bridge.endpoints.memory.topic import MemoryChannel, get_topic
 
 __all__ = ["MemoryDrainer"]
 

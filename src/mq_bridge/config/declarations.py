@@ -1,0 +1,131 @@
+"""One declaration per option set: a pydantic model is the single source of its options.
+
+Every endpoint, every middleware and the route itself declare their options as a subclass
+of `Options`. From that one class come:
+
+- its JSON Schema fragment (`schema_fragment`), which `config_schema()` assembles and the
+  config validator checks documents against (every problem with its path, did-you-mean);
+- its defaults (the schema's ``default`` values, filled in before validation);
+- the checks a schema cannot say (a pydantic ``model_validator``), run by `parse_options`
+  after the schema checks, so ``mq-bridge validate`` and ``start()`` agree;
+- which fields hold secrets (`secret_field`; ``writeOnly`` in the schema, read by redaction);
+- the ``mq_bridge.config`` TypedDicts (generated from the assembled schema by
+  ``scripts/gen_config_types.py``; a test fails when they drift).
+
+A field that holds a nested endpoint (``fanout``, ``switch``, ``dlq``) is typed `EndpointRef`:
+a plain mapping whose schema refers to ``#/$defs/Endpoint``.
+
+    class RetryOptions(Options):
+        max_attempts: int = Field(3, ge=0, description="Sends in all, the first included.")
+
+    RetryOptions.model_validate({"max_attempts": 5}).max_attempts   # 5
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
+
+from mq_bridge.errors import ConfigError
+
+__all__ = [
+    "EndpointRef",
+    "Options",
+    "parse_options",
+    "schema_fragment",
+    "secret_field",
+    "secret_fields",
+]
+
+OptionsT = TypeVar("OptionsT", bound="Options")
+_ENDPOINT_MARKER = "x-endpoint-ref"
+
+
+class Options(BaseModel):
+    """Base of every option declaration: unknown keys are errors, parsed options are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=False)
+
+
+#: A nested endpoint config such as ``{"memory": {"topic": "dead"}}`` (validated as an output).
+#: (Pydantic resolves every ``$ref`` it generates, so the reference is written by
+#: `schema_fragment` in place of this marker.)
+EndpointRef = Annotated[dict[str, Any], WithJsonSchema({_ENDPOINT_MARKER: True})]
+
+
+def secret_field(default: Any = None, *, description: str, **kwargs: Any) -> Any:
+    """A field whose value is a credential: never shown in reprs, logs or error messages."""
+    return Field(default, description=description, json_schema_extra={"writeOnly": True}, **kwargs)
+
+
+def secret_fields(model: type[Options]) -> frozenset[str]:
+    """The names of `model`'s fields declared with `secret_field`."""
+    return frozenset(
+        name
+        for name, field in model.model_fields.items()
+        if isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("writeOnly")
+    )
+
+
+def schema_fragment(model: type[Options]) -> dict[str, Any]:
+    """`model`'s JSON Schema as one self-contained fragment.
+
+    The model's own ``$defs`` (nested option models, enums) are inlined, so the fragment
+    can sit under any name in the assembled document; references to the document's own
+    definitions (``#/$defs/Endpoint``) are kept. Pydantic's generated ``title``s go: the
+    property names say it.
+    """
+    schema = model.model_json_schema(mode="validation")
+    local_defs = schema.pop("$defs", {})
+    fragment = _inline(schema, local_defs)
+    doc = (model.__doc__ or "").strip()
+    if doc and "description" not in fragment:
+        fragment["description"] = doc.split("\n\n")[0].replace("\n", " ")
+    return fragment
+
+
+def parse_options(model: type[OptionsT], options: Any, path: str = "") -> OptionsT:
+    """`options` (a config block, already schema-checked) as `model`; `ConfigError` names
+    every problem with its path under `path`."""
+    if isinstance(options, model):
+        return options
+    try:
+        return model.model_validate({} if options is None else options)
+    except ValidationError as error:
+        problems = _problems(error, path)
+        raise ConfigError(problems[0], problems=problems) from None
+
+
+def _problems(error: ValidationError, path: str) -> list[str]:
+    problems = []
+    for item in error.errors(include_url=False, include_input=False):
+        where = ".".join([path, *(str(part) for part in item["loc"])]).strip(".")
+        message = item["msg"]
+        if message.startswith("Value error, "):
+            message = message[len("Value error, ") :]
+        problems.append(f"{where}: {message}" if where else message)
+    return problems
+
+
+def _inline(node: Any, local_defs: Mapping[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_inline(item, local_defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if node.get(_ENDPOINT_MARKER):
+        return {"$ref": "#/$defs/Endpoint"}
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        name = ref.rsplit("/", 1)[-1]
+        if name in local_defs:
+            rest = {key: value for key, value in node.items() if key != "$ref"}
+            return _inline({**copy.deepcopy(local_defs[name]), **rest}, local_defs)
+    # A generated ``title`` is a string; a property named "title" holds a schema (a dict).
+    return {
+        key: _inline(value, local_defs)
+        for key, value in node.items()
+        if not (key == "title" and isinstance(value, str))
+    }
