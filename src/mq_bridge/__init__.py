@@ -3,7 +3,6 @@ and real brokers, configured from YAML, JSON or dicts."""
 
 from typing import Any
 
-from mq_bridge.runtime.log_setup import init_logging
 from mq_bridge.aio import AsyncConsumer, AsyncPublisher, AsyncRoute
 from mq_bridge.consumer import Consumer
 from mq_bridge.endpoints.memory.drainer import MemoryDrainer
@@ -12,6 +11,7 @@ from mq_bridge.message import Message
 from mq_bridge.middleware.metrics import metrics_snapshot
 from mq_bridge.publisher import Publisher
 from mq_bridge.route import Route
+from mq_bridge.runtime.log_setup import init_logging
 
 __version__ = "0.1.0"
 

@@ -17,14 +17,14 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from mq_bridge.runtime.constructors import FromConfig
-from mq_bridge.runtime.factory import build_input, new_context
 from mq_bridge.config.documents import Source
 from mq_bridge.config.loader import load_endpoint
 from mq_bridge.config.redaction import redact
 from mq_bridge.endpoints.base import Batch, InputEndpoint
 from mq_bridge.errors import ClosedError
 from mq_bridge.message import Message
+from mq_bridge.runtime.constructors import FromConfig
+from mq_bridge.runtime.factory import build_input, new_context
 
 __all__ = ["Consumer"]
 

@@ -32,7 +32,15 @@ try:
 except ImportError:  # pragma: no cover - orjson is a dependency; this keeps odd platforms going
     _orjson = None  # type: ignore[assignment]
 
-__all__ = ["NO_METADATA", "Message", "new_message_id", "normalize_message_id", "uuid7_generator"]
+__all__ = [
+    "NO_METADATA",
+    "Message",
+    "coerce_metadata",
+    "dump_json",
+    "new_message_id",
+    "normalize_message_id",
+    "uuid7_generator",
+]
 
 _ID_NAMESPACE = uuid.UUID("6f1d7c52-3b8e-4e0a-9d7a-2f4b8c1e5a90")
 _VERSION_AND_VARIANT = (0x7 << 76) | (0b10 << 62)
@@ -133,7 +141,7 @@ class Message:
         if type(payload) is not bytes:
             payload = _coerce_payload(payload)
         self._payload: bytes = payload
-        self._metadata: dict[str, str] = _coerce_metadata(metadata) if metadata else NO_METADATA
+        self._metadata: dict[str, str] = coerce_metadata(metadata) if metadata else NO_METADATA
         self._id: int = new_message_id() if id is None else normalize_message_id(id)
 
     @classmethod
@@ -144,11 +152,17 @@ class Message:
         id: str | int | uuid.UUID | None = None,
     ) -> Message:
         """A message whose payload is `data` serialized as compact JSON."""
-        return cls(_dump_json(data), metadata, id)
+        return cls(dump_json(data), metadata, id)
 
     @classmethod
-    def _trusted(cls, payload: bytes, metadata: dict[str, str], id_value: int) -> Message:
-        """Build without validation: for the library's own hot paths (metadata is not copied)."""
+    def trusted(cls, payload: bytes, metadata: dict[str, str], id_value: int) -> Message:
+        """A message built without checks or copies: the door for endpoints and codecs.
+
+        For data the library already holds in the right types: `payload` is ``bytes``,
+        `metadata` a ``dict`` of ``str`` to ``str`` that nobody changes afterwards (it is
+        shared, not copied; `NO_METADATA` for none), `id_value` the 128-bit id. Anything
+        else makes a broken message: use the constructor for values from users.
+        """
         message = object.__new__(cls)
         message._payload = payload
         message._metadata = metadata
@@ -167,6 +181,11 @@ class Message:
     @property
     def id(self) -> str:
         return _format_id(self._id)
+
+    @property
+    def metadata_view(self) -> dict[str, str]:
+        """The metadata itself, without a copy: never change it (for hot paths and codecs)."""
+        return self._metadata
 
     @property
     def id_int(self) -> int:
@@ -195,22 +214,22 @@ class Message:
 
     def with_json(self, data: Any) -> Message:
         """A new message with `data` as its JSON payload, keeping metadata and id."""
-        return Message._trusted(_dump_json(data), self._metadata, self._id)
+        return Message.trusted(dump_json(data), self._metadata, self._id)
 
     def with_payload(self, payload: bytes | bytearray | memoryview) -> Message:
         """A new message with `payload`, keeping metadata and id."""
         if type(payload) is not bytes:
             payload = _coerce_payload(payload)
-        return Message._trusted(payload, self._metadata, self._id)
+        return Message.trusted(payload, self._metadata, self._id)
 
     def with_metadata(self, updates: Mapping[str, str] | None = None, **more: str) -> Message:
         """A new message whose metadata is this one's updated with `updates`."""
         metadata = self._metadata.copy()
         if updates:
-            metadata.update(_coerce_metadata(updates))
+            metadata.update(coerce_metadata(updates))
         if more:
-            metadata.update(_coerce_metadata(more))
-        return Message._trusted(self._payload, metadata, self._id)
+            metadata.update(coerce_metadata(more))
+        return Message.trusted(self._payload, metadata, self._id)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Message):
@@ -242,7 +261,7 @@ if _orjson is not None:
     _orjson_dumps = _orjson.dumps
     _NON_STR_KEYS = _orjson.OPT_NON_STR_KEYS
 
-    def _dump_json(data: Any) -> bytes:
+    def dump_json(data: Any) -> bytes:
         try:
             # Copied into an exact-size object: orjson's own result is a shrunk 1 KiB
             # buffer, and keeping many of those alive (queued messages) made each call
@@ -253,7 +272,7 @@ if _orjson is not None:
 
 else:  # pragma: no cover
     _loads = _json.loads
-    _dump_json = _dump_json_stdlib
+    dump_json = _dump_json_stdlib
 
 
 def _coerce_payload(payload: object) -> bytes:
@@ -265,7 +284,7 @@ def _coerce_payload(payload: object) -> bytes:
     )
 
 
-def _coerce_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
+def coerce_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
     result = dict(metadata)
     for key, value in result.items():
         if type(key) is not str or type(value) is not str:

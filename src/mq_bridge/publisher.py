@@ -14,8 +14,6 @@ from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
-from mq_bridge.runtime.constructors import FromConfig
-from mq_bridge.runtime.factory import build_output, new_context
 from mq_bridge.config.documents import Source
 from mq_bridge.config.loader import load_endpoint
 from mq_bridge.config.redaction import redact
@@ -24,17 +22,19 @@ from mq_bridge.errors import ClosedError
 from mq_bridge.message import (
     NO_METADATA,
     Message,
-    _coerce_metadata,
-    _dump_json,
+    coerce_metadata,
+    dump_json,
     new_message_id,
     normalize_message_id,
 )
+from mq_bridge.runtime.constructors import FromConfig
+from mq_bridge.runtime.factory import build_output, new_context
 
 __all__ = ["Publisher"]
 
 DEFAULT_REQUEST_TIMEOUT = 30.0
 
-_trusted_message = Message._trusted  # bound once: send_json is the hot path
+_trusted_message = Message.trusted  # bound once: send_json is the hot path
 
 
 class Publisher(FromConfig):
@@ -49,8 +49,7 @@ class Publisher(FromConfig):
         self._send_one = output.send_one
         # An endpoint may offer a cheaper `send_json` of its own (the file endpoint encodes
         # straight to a record); it must check and behave exactly as the code below does.
-        json_sender = getattr(output, "json_sender", None)
-        self._send_json: Callable[..., None] | None = json_sender() if json_sender else None
+        self._send_json: Callable[..., None] | None = output.json_sender()
 
     @classmethod
     def _load(cls, source: Source, name: str | None) -> Publisher:
@@ -72,8 +71,8 @@ class Publisher(FromConfig):
             return
         self._send_one(
             _trusted_message(
-                _dump_json(data),
-                _coerce_metadata(metadata) if metadata else NO_METADATA,
+                dump_json(data),
+                coerce_metadata(metadata) if metadata else NO_METADATA,
                 new_message_id() if id is None else normalize_message_id(id),
             )
         )

@@ -5,7 +5,8 @@
     ...
     route.stop(); route.join()
 
-Lifecycle: new -> running (start) -> stopping (stop) -> stopped. A route starts once; a
+Lifecycle: new -> running (start) -> stopped (once `stop()` was asked and the batch in
+hand is finished, or the route failed). A route starts once; a
 second `start` raises `RuntimeError`. `join` re-raises an error that ended the route.
 """
 
@@ -18,17 +19,19 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
-from mq_bridge.runtime import knobs as _env
+from mq_bridge.config.declarations import parse_options
+from mq_bridge.config.loader import Source, load_route
+from mq_bridge.config.redaction import redact
+from mq_bridge.config.route_options import RouteOptions
+from mq_bridge.endpoints.base import InputEndpoint, OutputEndpoint
 from mq_bridge.runtime.connect import connect_all
 from mq_bridge.runtime.constructors import FromConfig
 from mq_bridge.runtime.delivery import Deliverer
 from mq_bridge.runtime.factory import build_input, build_output, new_context
 from mq_bridge.runtime.gc_policy import GcPolicy
 from mq_bridge.runtime.handler import Handler, HandlerStage, KindDispatcher
+from mq_bridge.runtime.knobs import RuntimeKnobs, read_knobs
 from mq_bridge.runtime.route_runner import RouteRunner, RunnerSettings
-from mq_bridge.config.loader import Source, load_route
-from mq_bridge.config.redaction import redact
-from mq_bridge.endpoints.base import InputEndpoint, OutputEndpoint
 
 __all__ = ["Route"]
 
@@ -152,16 +155,17 @@ class Route(FromConfig):
 
     def _build_runner(self) -> RouteRunner:
         config = self._config
-        knobs = _env.read_knobs()
-        context = new_context(self.name, bool(config.get("allow_fault_injection")), self._stopping)
+        options = route_options(config)
+        knobs = read_knobs()
+        context = new_context(self.name, options.allow_fault_injection, self._stopping)
         handler, may_await = self._handler()
         around = None if handler is None else (lambda ep: HandlerStage(ep, handler, may_await))
         source = build_input(config["input"], context)
         output = build_output(config.get("output") or {"null": None}, context, around)
-        connect_all([source, output], config.get("startup_timeout_ms", 5000) / 1000, self.name)
+        connect_all([source, output], options.startup_timeout_ms / 1000, self.name)
         self._endpoints = (source, output)
-        reconnect = config.get("reconnect_interval_ms", 5000) / 1000
-        settings = _settings(config, knobs, self.name, reconnect)
+        reconnect = options.reconnect_interval_ms / 1000
+        settings = _settings(options, knobs, self.name, reconnect)
         deliverer = Deliverer(output, self._stopping, self.name, max_backoff=reconnect)
         gc_policy = GcPolicy(knobs.gc_mode, knobs.gc_threshold)
         return RouteRunner(source, deliverer, settings, self._stopping, gc_policy)
@@ -190,17 +194,22 @@ def _may_await(handler: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
 
 
+def route_options(config: Mapping[str, Any]) -> RouteOptions:
+    """The route settings of `config` (its input and output aside), defaults filled in."""
+    settings = {key: config[key] for key in RouteOptions.model_fields if key in config}
+    return parse_options(RouteOptions, settings, "route")
+
+
 def _settings(
-    config: Mapping[str, Any], knobs: _env.RuntimeKnobs, name: str, reconnect: float
+    options: RouteOptions, knobs: RuntimeKnobs, name: str, reconnect: float
 ) -> RunnerSettings:
-    concurrency = int(config.get("concurrency", 1))
     return RunnerSettings(
         name=name,
-        batch_size=int(config.get("batch_size", 512)),
-        pipelined=concurrency > 1 or knobs.executor == "worker",
-        concurrency=concurrency,
-        max_in_flight=int(config.get("commit_concurrency_limit", 4096)),
+        batch_size=options.batch_size,
+        pipelined=options.concurrency > 1 or knobs.executor == "worker",
+        concurrency=options.concurrency,
+        max_in_flight=options.commit_concurrency_limit,
         max_handling=knobs.handler_concurrency,
-        empty_batch_delay=config.get("empty_batch_delay_ms", 10) / 1000,
+        empty_batch_delay=options.empty_batch_delay_ms / 1000,
         reconnect_interval=reconnect,
     )

@@ -16,11 +16,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from mq_bridge.runtime.factory import build_input, build_output, new_context
 from mq_bridge.config.documents import read_source, section_entries
 from mq_bridge.config.loader import load_endpoint, load_route, validate_document
 from mq_bridge.config.schema import config_schema
 from mq_bridge.errors import ConfigError
+from mq_bridge.runtime.factory import build_input, build_output, new_context
 
 __all__ = ["add_parsers", "print_schema", "validate"]
 

@@ -12,6 +12,9 @@ of `Options`. From that one class come:
 - the ``mq_bridge.config`` TypedDicts (generated from the assembled schema by
   ``scripts/gen_config_types.py``; a test fails when they drift).
 
+An option set that is not a mapping (``static: "body"``, ``fanout: [...]``) is declared as a
+pydantic ``RootModel`` instead; everything above applies to it the same way.
+
 A field that holds a nested endpoint (``fanout``, ``switch``, ``dlq``) is typed `EndpointRef`:
 a plain mapping whose schema refers to ``#/$defs/Endpoint``.
 
@@ -33,14 +36,16 @@ from mq_bridge.errors import ConfigError
 
 __all__ = [
     "EndpointRef",
+    "OptionError",
     "Options",
+    "declaration_problems",
     "parse_options",
     "schema_fragment",
     "secret_field",
     "secret_fields",
 ]
 
-OptionsT = TypeVar("OptionsT", bound="Options")
+OptionsT = TypeVar("OptionsT", bound=BaseModel)
 _ENDPOINT_MARKER = "x-endpoint-ref"
 
 
@@ -48,6 +53,19 @@ class Options(BaseModel):
     """Base of every option declaration: unknown keys are errors, parsed options are frozen."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=False)
+
+
+class OptionError(ValueError):
+    """Raised by a declaration's validator for a problem that belongs to one option.
+
+        raise OptionError("group_id", "mode group_subscribe needs a `group_id`")
+
+    reports ``<path>.group_id: mode group_subscribe needs a `group_id```.
+    """
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(message)
+        self.option = option
 
 
 #: A nested endpoint config such as ``{"memory": {"topic": "dead"}}`` (validated as an output).
@@ -58,10 +76,11 @@ EndpointRef = Annotated[dict[str, Any], WithJsonSchema({_ENDPOINT_MARKER: True})
 
 def secret_field(default: Any = None, *, description: str, **kwargs: Any) -> Any:
     """A field whose value is a credential: never shown in reprs, logs or error messages."""
-    return Field(default, description=description, json_schema_extra={"writeOnly": True}, **kwargs)
+    extra: dict[str, Any] = {"writeOnly": True}
+    return Field(default, description=description, json_schema_extra=extra, repr=False, **kwargs)
 
 
-def secret_fields(model: type[Options]) -> frozenset[str]:
+def secret_fields(model: type[BaseModel]) -> frozenset[str]:
     """The names of `model`'s fields declared with `secret_field`."""
     return frozenset(
         name
@@ -70,7 +89,7 @@ def secret_fields(model: type[Options]) -> frozenset[str]:
     )
 
 
-def schema_fragment(model: type[Options]) -> dict[str, Any]:
+def schema_fragment(model: type[BaseModel]) -> dict[str, Any]:
     """`model`'s JSON Schema as one self-contained fragment.
 
     The model's own ``$defs`` (nested option models, enums) are inlined, so the fragment
@@ -81,9 +100,12 @@ def schema_fragment(model: type[Options]) -> dict[str, Any]:
     schema = model.model_json_schema(mode="validation")
     local_defs = schema.pop("$defs", {})
     fragment = _inline(schema, local_defs)
+    if fragment.get("type") == "object" and not fragment.get("required"):
+        fragment["type"] = ["object", "null"]  # ``memory:`` with no value: all defaults
+    fragment.pop("description", None)  # pydantic's is the whole docstring: keep its summary
     doc = (model.__doc__ or "").strip()
-    if doc and "description" not in fragment:
-        fragment["description"] = doc.split("\n\n")[0].replace("\n", " ")
+    if doc:
+        fragment["description"] = " ".join(doc.split("\n\n")[0].split())
     return fragment
 
 
@@ -99,15 +121,24 @@ def parse_options(model: type[OptionsT], options: Any, path: str = "") -> Option
         raise ConfigError(problems[0], problems=problems) from None
 
 
-def _problems(error: ValidationError, path: str) -> list[str]:
+def declaration_problems(error: ValidationError) -> list[tuple[tuple[str | int, ...], str]]:
+    """Each problem of a declaration's `ValidationError` as (location, message)."""
     problems = []
     for item in error.errors(include_url=False, include_input=False):
-        where = ".".join([path, *(str(part) for part in item["loc"])]).strip(".")
-        message = item["msg"]
-        if message.startswith("Value error, "):
-            message = message[len("Value error, ") :]
-        problems.append(f"{where}: {message}" if where else message)
+        location = tuple(item["loc"])
+        cause = (item.get("ctx") or {}).get("error")
+        if isinstance(cause, OptionError):
+            location = (*location, cause.option)
+        problems.append((location, str(item["msg"]).removeprefix("Value error, ")))
     return problems
+
+
+def _problems(error: ValidationError, path: str) -> list[str]:
+    lines = []
+    for location, message in declaration_problems(error):
+        where = ".".join([path, *(str(part) for part in location)]).strip(".")
+        lines.append(f"{where}: {message}" if where else message)
+    return lines
 
 
 def _inline(node: Any, local_defs: Mapping[str, Any]) -> Any:
@@ -116,7 +147,8 @@ def _inline(node: Any, local_defs: Mapping[str, Any]) -> Any:
     if not isinstance(node, dict):
         return node
     if node.get(_ENDPOINT_MARKER):
-        return {"$ref": "#/$defs/Endpoint"}
+        rest = {key: value for key, value in node.items() if key != _ENDPOINT_MARKER}
+        return {"$ref": "#/$defs/Endpoint", **_inline(rest, local_defs)}
     ref = node.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
         name = ref.rsplit("/", 1)[-1]

@@ -3,7 +3,7 @@
 Walking the (validation) schema alongside the config, this:
 
 - fills every missing option that has a ``default`` (a route's ``batch_size``, an
-  endpoint's options from its module's SCHEMA, middleware options, nested endpoints);
+  endpoint's options from its declaration, middleware options, nested endpoints);
 - turns an empty endpoint or middleware body (``null:`` in YAML, ``{"null": None}``)
   into ``{}``, so ``output: {null: }`` means "the null endpoint with its defaults";
 - converts a value that was exactly one ``${VAR}`` placeholder to the integer, number
@@ -69,7 +69,7 @@ class _Walker:
         for key, sub in properties.items():
             if key in instance:
                 instance[key] = self.fill(instance[key], sub, (*path, key))
-            elif isinstance(sub, dict) and "default" in sub:
+            elif isinstance(sub, dict) and sub.get("default") is not None:  # null = absent
                 instance[key] = self.fill(copy.deepcopy(sub["default"]), sub, (*path, key))
         extra = schema.get("additionalProperties")
         if isinstance(extra, dict):
@@ -95,8 +95,8 @@ class _Walker:
 
     def fill_plugin(self, options: Any, def_name: str, path: Path) -> Any:
         schema = self.defs.get(def_name, {})
-        if options is None and "null" not in _types(schema):
-            options = {}
+        if options is None and "object" in _types(schema):
+            options = {}  # ``retry:`` with no value: the options with their defaults
         return self.fill(options, schema, path)
 
 

@@ -1,7 +1,9 @@
 """Keep secrets out of logs, reprs and error messages.
 
-A value is secret when its key looks like a credential (``password``, ``secret``,
-``token``, ``api_key``, ``sasl_...``) or when it is a URL carrying ``user:password@``.
+A value is secret when its option is declared secret (`secret_field` in an endpoint's or
+middleware's declaration: ``writeOnly`` in the schema), when its key looks like a
+credential (``password``, ``secret``, ``token``, ``api_key``, ``sasl_...``) or when it is
+a URL carrying ``user:password@``.
 `redact` returns a copy of a config with those values replaced by ``***``; the runtime
 uses it for every repr and log line that shows config.
 """
@@ -27,11 +29,20 @@ def is_secret_key(key: object) -> bool:
     """Whether a config key names a credential (its value must never be shown)."""
     if not isinstance(key, str):
         return False
+    if key in declared_secret_keys():
+        return True
     name = key.lower().replace("-", "_")
     words = set(name.split("_"))
     if words & _SECRET_WORDS or name in _SECRET_KEY_NAMES or name.startswith("sasl"):
         return True
     return name.endswith(("_key", "apikey")) and not name.endswith(_PLAIN_KEYS)
+
+
+def declared_secret_keys() -> frozenset[str]:
+    """The option names that some registered declaration marks secret."""
+    from mq_bridge.config.schema import declared_secret_keys as collect  # avoids a cycle
+
+    return collect()
 
 
 def redact_text(text: str) -> str:

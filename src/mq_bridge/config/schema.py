@@ -1,8 +1,8 @@
 """The JSON Schema of a config document, assembled from the registered modules.
 
-This is the single source of truth for config shapes: the route options are declared
-here, each endpoint and middleware module declares its own options as ``SCHEMA``, and
-`config_schema()` puts them together (JSON Schema draft 2020-12). `types.py` is
+Each endpoint and middleware module declares its options as ``OPTIONS`` (a pydantic
+model, see `mq_bridge.config.declarations`), the route settings are `RouteOptions`, and
+`config_schema()` puts their schemas together (JSON Schema draft 2020-12). `types.py` is
 generated from it (``scripts/gen_config_types.py``), and validation runs against it.
 
 Names in ``$defs``::
@@ -11,10 +11,10 @@ Names in ``$defs``::
     Route            input, output and the route options below
     Endpoint         exactly one endpoint key plus optional "middlewares"
     Middleware       exactly one middleware key, e.g. {"retry": {...}}
-    <Name>Config     an endpoint's options, e.g. MemoryConfig (or the SCHEMA's "title")
-    <Name>Middleware a middleware's options, e.g. RetryMiddleware (or its "title")
+    <Name>Config     an endpoint's options, e.g. MemoryConfig (or its model's ``title``)
+    <Name>Middleware a middleware's options, e.g. RetryMiddleware (or its model's ``title``)
 
-A module's SCHEMA may refer to a nested endpoint (fanout, switch, dlq) with
+A declaration may refer to a nested endpoint (fanout, switch, dlq) with
 ``{"$ref": "#/$defs/Endpoint"}``; nested endpoints are validated as outputs.
 """
 
@@ -27,77 +27,34 @@ from functools import lru_cache
 from types import ModuleType
 from typing import Any
 
+from pydantic import BaseModel
+
+from mq_bridge.config.declarations import schema_fragment
+from mq_bridge.config.route_options import RouteOptions
 from mq_bridge.endpoints.registry import ENDPOINT_MODULES
 from mq_bridge.middleware.registry import MIDDLEWARE_MODULES
 
 __all__ = [
-    "ROUTE_OPTIONS",
     "SECTIONS",
     "Catalog",
     "Plugin",
     "catalog",
     "config_schema",
+    "declared_secret_keys",
     "endpoints",
     "middlewares",
     "registry_key",
+    "route_options_schema",
 ]
 
 #: Top-level sections of a document with named entries.
 SECTIONS = ("routes", "publishers", "consumers")
 
-#: Route options besides input/output. batch_size 512: a batch is taken as soon as one
-#: message is there, so a large cap costs no latency and amortises per-batch work.
-ROUTE_OPTIONS: dict[str, dict[str, Any]] = {
-    "batch_size": {
-        "description": "Most messages handled per batch. The route waits for one message, "
-        "then takes whatever else is ready up to this many, so a large value costs no "
-        "latency at low load and amortises per-batch work at high load. Defaults to 512.",
-        "type": "integer",
-        "minimum": 1,
-        "default": 512,
-    },
-    "concurrency": {
-        "description": "Batches handled in parallel; commits stay in source order. Defaults to 1.",
-        "type": "integer",
-        "minimum": 1,
-        "default": 1,
-    },
-    "commit_concurrency_limit": {
-        "description": "Most batch commits queued or running at once; at the limit the route "
-        "stops reading until one finishes. Defaults to 4096.",
-        "type": "integer",
-        "minimum": 1,
-        "default": 4096,
-    },
-    "startup_timeout_ms": {
-        "description": "How long start() waits for the endpoints to connect. Defaults to 5000.",
-        "type": "integer",
-        "minimum": 0,
-        "default": 5000,
-    },
-    "reconnect_interval_ms": {
-        "description": "Wait before reconnecting after a transient failure. Defaults to 5000.",
-        "type": "integer",
-        "minimum": 0,
-        "default": 5000,
-    },
-    "empty_batch_delay_ms": {
-        "description": "Pause after an empty receive, against hot polling. Defaults to 10.",
-        "type": "integer",
-        "minimum": 0,
-        "default": 10,
-    },
-    "allow_fault_injection": {
-        "description": "Allow fault-injection middleware such as random_panic. Defaults to false.",
-        "type": "boolean",
-        "default": False,
-    },
-    "description": {
-        "description": "What the route is for, for people reading the config.",
-        "type": "string",
-        "default": "",
-    },
-}
+
+def route_options_schema() -> dict[str, dict[str, Any]]:
+    """The JSON Schema of each route setting besides input/output, from `RouteOptions`."""
+    properties: dict[str, dict[str, Any]] = schema_fragment(RouteOptions)["properties"]
+    return properties
 
 
 @dataclass(frozen=True)
@@ -112,9 +69,15 @@ class Plugin:
     can_output: bool
 
     @property
+    def options(self) -> type[BaseModel]:
+        """The module's option declaration (``OPTIONS``)."""
+        options: type[BaseModel] = self.module.OPTIONS
+        return options
+
+    @property
     def schema(self) -> dict[str, Any]:
-        """The module's ``SCHEMA`` (any object, when a module declares none)."""
-        return dict(getattr(self.module, "SCHEMA", {"type": "object"}))
+        """The JSON Schema of the module's options."""
+        return schema_fragment(self.options)
 
 
 def _camel(name: str) -> str:
@@ -133,7 +96,9 @@ def _load(registry: dict[str, str], kind: str, roles: tuple[str, str]) -> dict[s
             raise ImportError(
                 f"{kind} '{name}' ({module_path}) failed to import: {error}"
             ) from error
-        title = getattr(module, "SCHEMA", {}).get("title")
+        if not hasattr(module, "OPTIONS"):
+            raise ImportError(f"{kind} '{name}' ({module_path}) declares no OPTIONS")
+        title = module.OPTIONS.model_config.get("title")
         plugins[name] = Plugin(
             kind=kind,
             name=name,
@@ -167,6 +132,30 @@ def config_schema() -> dict[str, Any]:
     or a bare endpoint. Dump it to a file to validate YAML in an editor.
     """
     return copy.deepcopy(_cached_schema(registry_key()))
+
+
+def declared_secret_keys() -> frozenset[str]:
+    """Option names declared with `secret_field` anywhere in the registered declarations."""
+    return _cached_secret_keys(registry_key())
+
+
+@lru_cache(maxsize=8)
+def _cached_secret_keys(key: object) -> frozenset[str]:
+    names: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for name, sub in (node.get("properties") or {}).items():
+                if isinstance(sub, dict) and sub.get("writeOnly"):
+                    names.add(name)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(_cached_schema(key)["$defs"])
+    return frozenset(names)
 
 
 @dataclass(frozen=True)
@@ -204,7 +193,7 @@ def _assemble(endpoint_plugins: dict[str, Plugin], middleware_plugins: dict[str,
         if plugin.def_name in defs:
             raise ValueError(
                 f"{plugin.kind} '{plugin.name}' would define $defs/{plugin.def_name} twice; "
-                "give its SCHEMA a distinct 'title'"
+                "give its OPTIONS model a distinct 'title'"
             )
         defs[plugin.def_name] = _plugin_def(plugin)
     return {
@@ -221,8 +210,7 @@ def _assemble(endpoint_plugins: dict[str, Plugin], middleware_plugins: dict[str,
 
 
 def _plugin_def(plugin: Plugin) -> dict[str, Any]:
-    schema = copy.deepcopy(plugin.schema)
-    schema.pop("title", None)
+    schema = plugin.schema
     doc = (plugin.module.__doc__ or "").strip().splitlines()
     if doc and "description" not in schema:
         schema["description"] = doc[0]
@@ -257,7 +245,7 @@ def _route_schema() -> dict[str, Any]:
                 "$ref": "#/$defs/Endpoint",
                 "default": {"null": {}},
             },
-            **copy.deepcopy(ROUTE_OPTIONS),
+            **route_options_schema(),
         },
         "required": ["input"],
         "additionalProperties": False,

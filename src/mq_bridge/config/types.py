@@ -119,18 +119,26 @@ class _FileConfigRequired(TypedDict):
 
 
 class FileConfig(_FileConfigRequired, total=False):
-    """file: messages as delimited records in a local file (see `file_formats` for the layout)."""
+    """Messages as delimited records in a local file."""
 
+    #: Record format: normal | json | text | raw (or a peer alias).
     format: Literal["envelope", "envelope_json", "envelope_text", "json", "normal", "payload", "raw", "text"]
     #: Record delimiter: text, or hex such as "0x00". Default "\n".
     delimiter: Union[str, None]
+    #: Input: read from the start, tail from the end, or as a group.
     mode: Literal["consume", "subscribe", "group_subscribe"]
+    #: Input (consume, subscribe): remove acknowledged records.
     delete: bool
-    group_id: str
+    #: Input (group_subscribe): names the progress file <path>.<group_id>.offset.
+    group_id: Union[str, None]
+    #: Input (group_subscribe): with no stored progress, start at the end.
     read_from_tail: bool
+    #: Output: when written data is forced to disk.
     fsync: Literal["off", "batch", "periodic", "always"]
-    fsync_interval_ms: Union[int, None]
-    linger_ms: Union[int, None]
+    #: Output: the period of `periodic`.
+    fsync_interval_ms: int
+    #: Output: how long single sends may wait in the buffer (0: none).
+    linger_ms: int
 
 
 class _LimiterMiddlewareRequired(TypedDict):
@@ -143,22 +151,25 @@ class LimiterMiddleware(_LimiterMiddlewareRequired, total=False):
 
 
 class MemoryConfig(TypedDict, total=False):
-    """memory: in-process topics, for tests, local pipelines and request/reply inside one process.
-    """
+    """An in-process topic (queue readers compete; subscribers each get every message)."""
 
     #: Topic name or memory:// URL.
-    topic: str
+    topic: Union[str, None]
     #: Alias for `topic`.
-    url: str
-    #: Max queued messages; 0 = unbounded.
+    url: Union[str, None]
+    #: Max queued messages per channel; 0 = unbounded. The first user creates the topic (default
+    #: 100); a later, larger capacity grows it.
     capacity: Union[int, None]
+    #: Output: wait for a reply to each message.
     request_reply: bool
-    #: Reply wait (default 30000).
-    request_timeout_ms: Union[int, None]
+    #: Output: how long to wait for a reply.
+    request_timeout_ms: int
+    #: Input: a broadcast subscriber instead of a queue reader.
     subscribe_mode: bool
+    #: Accepted for compatibility: nack always requeues here.
     enable_nack: bool
-    #: Max wait for room (default 10000).
-    send_timeout_ms: Union[int, None]
+    #: Output: the longest wait for room in a full topic.
+    send_timeout_ms: int
 
 
 class MetricsMiddleware(TypedDict, total=False):
@@ -181,8 +192,8 @@ class Middleware(TypedDict, total=False):
     weak_join: WeakJoinMiddleware
 
 
-class NullConfigOptions(TypedDict, total=False):
-    """null: discards everything sent to it; as an input, a stream that never yields."""
+class NullConfig(TypedDict, total=False):
+    """No options (write ``null: null`` or ``null: {}``)."""
 
 
 class RandomPanicMiddleware(TypedDict, total=False):
@@ -198,8 +209,8 @@ class RandomPanicMiddleware(TypedDict, total=False):
     enabled: bool
 
 
-class ResponseConfigOptions(TypedDict, total=False):
-    """response: sends each message back to the requester waiting for it."""
+class ResponseConfig(TypedDict, total=False):
+    """No options (write ``response: {}`` or ``response: null``)."""
 
 
 class RetryMiddleware(TypedDict, total=False):
@@ -233,29 +244,34 @@ class Route(_RouteRequired, total=False):
     #: is ready up to this many, so a large value costs no latency at low load and amortises per-
     #: batch work at high load. Defaults to 512.
     batch_size: int
-    #: Batches handled in parallel; commits stay in source order. Defaults to 1.
+    #: Batches handled in parallel; commits stay in source order.
     concurrency: int
     #: Most batch commits queued or running at once; at the limit the route stops reading until one
-    #: finishes. Defaults to 4096.
+    #: finishes.
     commit_concurrency_limit: int
-    #: How long start() waits for the endpoints to connect. Defaults to 5000.
+    #: How long start() waits for the endpoints to connect.
     startup_timeout_ms: int
-    #: Wait before reconnecting after a transient failure. Defaults to 5000.
+    #: Wait before reconnecting after a transient failure.
     reconnect_interval_ms: int
-    #: Pause after an empty receive, against hot polling. Defaults to 10.
+    #: Pause after an empty receive, against hot polling.
     empty_batch_delay_ms: int
-    #: Allow fault-injection middleware such as random_panic. Defaults to false.
+    #: Allow fault-injection middleware such as random_panic.
     allow_fault_injection: bool
-    #: What the route is for, for people reading the config.
+    #: What the route is for, for people reading it.
     description: str
 
 
 class _StaticConfigOptionsRequired(TypedDict):
+    #: The body text, used verbatim as UTF-8 bytes.
     body: str
 
 
 class StaticConfigOptions(_StaticConfigOptionsRequired, total=False):
+    """The body with options."""
+
+    #: Accepted for compatibility: the body is verbatim.
     raw: bool
+    #: Extra metadata on each produced message.
     metadata: dict[str, str]
 
 
@@ -269,26 +285,36 @@ _SwitchConfigWhenItemRequired = TypedDict(
 
 
 class SwitchConfigWhenItem(_SwitchConfigWhenItemRequired, total=False):
-    pass
+    """One condition and the output its messages go to."""
 
 
 class SwitchConfig(TypedDict, total=False):
-    """switch: routes each message to one of several outputs, by predicate or metadata value."""
+    """Sends each message to the output its metadata or payload selects."""
 
+    #: The metadata key whose value picks a case.
     metadata_key: str
+    #: Outputs by metadata value (needs metadata_key).
     cases: dict[str, Endpoint]
+    #: Conditions tried in order; the first match wins.
     when: list[SwitchConfigWhenItem]
+    #: The output when nothing matches.
     default: Union[Endpoint, None]
 
 
 class TwainConfigCreate(TypedDict, total=False):
-    """Create the topic if it does not exist, with these settings."""
+    """Settings of a topic the endpoint creates when it does not exist."""
 
+    #: Partitions of the new topic.
     partitions: int
-    key_type: str
-    max_message_bytes: int
-    segment_bytes: int
+    #: Key type (default u16).
+    key_type: Union[str, None]
+    #: Largest message accepted.
+    max_message_bytes: Union[int, None]
+    #: Segment size before a roll.
+    segment_bytes: Union[int, None]
+    #: Bytes kept per partition.
     retention_bytes: Union[int, None]
+    #: Age of data kept.
     retention_seconds: Union[float, None]
 
 
@@ -300,18 +326,21 @@ class _TwainConfigRequired(TypedDict):
 
 
 class TwainConfig(_TwainConfigRequired, total=False):
-    """twain: a topic in a `twainmq` store (a directory): the durable, server-free default."""
+    """A twainmq topic in a store directory: the embedded, durable log."""
 
     #: Input: consumer group (default: the route's name).
-    group: str
+    group: Union[str, None]
+    #: Input: where a group with no commit starts.
     start_from: Literal["start", "now"]
-    session_timeout_ms: Union[int, None]
-    #: Input: commit acks at most this often (default 0: every ack).
-    commit_interval_ms: Union[int, None]
+    #: Input: a member silent this long is expelled from the group.
+    session_timeout_ms: int
+    #: Input: commit acks at most this often (0: every ack).
+    commit_interval_ms: int
     #: Create the topic if it does not exist, with these settings.
-    create: TwainConfigCreate
+    create: Union[TwainConfigCreate, None]
     #: Output: key field.
-    key_from: str
+    key_from: Union[str, None]
+    #: Output: when the producer forces data to disk.
     fsync: Literal["never", "batch", "always"]
 
 
@@ -339,16 +368,10 @@ class WeakJoinMiddleware(_WeakJoinMiddlewareRequired, total=False):
     ack: Literal["on_join", "on_receive"]
 
 
-#: fanout: sends every message to each of a list of outputs.
+#: The outputs that each receive a copy of every batch.
 FanoutConfig = list["Endpoint"]
 
-#: null: discards everything sent to it; as an input, a stream that never yields.
-NullConfig = Union[None, "NullConfigOptions"]
-
-#: response: sends each message back to the requester waiting for it.
-ResponseConfig = Union["ResponseConfigOptions", None]
-
-#: static: a fixed message, as an endless input or as the answer to every request.
+#: A fixed message: the body as a string, or a mapping with `body`.
 StaticConfig = Union[str, "StaticConfigOptions"]
 
 RouteConfig = Route

@@ -4,7 +4,9 @@ The public schema describes an endpoint with ``oneOf`` (one branch per endpoint)
 is right for editors but gives unreadable errors. For validation we swap every endpoint
 for a custom keyword, ``x-endpoint: <role>``, that checks the endpoint key first (unknown
 name -> did-you-mean, output-only endpoint used as an input -> says so), then validates
-only that endpoint's options and its ``middlewares`` list the same way.
+only that endpoint's options and its ``middlewares`` list the same way. Options that pass
+the schema are then parsed by their declaration (`Plugin.options`), whose own validators
+check what a schema cannot (one option requiring another), so "valid" means it builds.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from typing import Any, Literal
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
+from pydantic import ValidationError as PydanticValidationError
 
+from mq_bridge.config.declarations import declaration_problems
 from mq_bridge.config.problems import CUSTOM, did_you_mean
 from mq_bridge.config.schema import Catalog, Plugin, catalog, config_schema, registry_key
 
@@ -114,7 +118,18 @@ def _check_plugin(
         yield _error(message, name)
         return
     reference = {"$ref": f"#/$defs/{plugin.def_name}"}
-    yield from validator.descend(options, reference, path=name)  # type: ignore[attr-defined]
+    schema_errors = list(validator.descend(options, reference, path=name))  # type: ignore[attr-defined]
+    yield from schema_errors
+    if not schema_errors:  # the checks a schema cannot say (the declaration's validators)
+        yield from _declaration_errors(plugin, options, name)
+
+
+def _declaration_errors(plugin: Plugin, options: Any, name: str) -> Iterator[ValidationError]:
+    try:
+        plugin.options.model_validate({} if options is None else options)
+    except PydanticValidationError as error:
+        for location, message in declaration_problems(error):
+            yield _error(message, name, *location)
 
 
 def _unknown(kind: str, name: str, registered: dict[str, Plugin]) -> str:

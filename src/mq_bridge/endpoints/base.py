@@ -29,15 +29,13 @@ runtime whether to retry. An output that answers requests implements `request`.
 Middleware (`mq_bridge.middleware`) wraps these same interfaces, so a wrapped endpoint is
 still an endpoint.
 
-Changes since the foundation (issue 4): `OutputEndpoint.send_one(message)` is an optional
-fast path for a single message (publishers call it; the default calls `send`);
-`OutputEndpoint.try_send_one(message) -> bool` sends only if that cannot wait (the async
-publisher calls it on the event loop and falls back to a thread when it returns False; the
-default returns False); `endpoint_config_items` lives here for the factory. An output may
-also offer `json_sender() -> Callable[[data, metadata, id], None]`, a cheaper
-`Publisher.send_json` that encodes straight to its wire format (the `file` endpoint does); it
-must check and fail exactly as `send_json` through `send_one` would. Middleware wrappers do
-not pass it on, so a publisher with middleware takes the general path.
+Optional fast paths an output may offer (the default implementations are always correct):
+`send_one(message)` for a single message (publishers call it; the default calls `send`);
+`try_send_one(message) -> bool`, which sends only if that cannot wait (the async publisher
+calls it on the event loop and falls back to a thread when it returns False); and
+`json_sender()`, a cheaper `Publisher.send_json` that encodes straight to the wire format
+(see `OutputEndpoint.json_sender`). Middleware wrappers pass none of them on, so a
+publisher with middleware takes the general path.
 """
 
 from __future__ import annotations
@@ -45,11 +43,24 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from mq_bridge.message import Message
 
-__all__ = ["Batch", "BuildContext", "EndpointStatus", "InputEndpoint", "OutputEndpoint"]
+if TYPE_CHECKING:
+    from mq_bridge.runtime.replies import ReplyRegistry
+
+__all__ = [
+    "Batch",
+    "BuildContext",
+    "EndpointStatus",
+    "InputEndpoint",
+    "JsonSender",
+    "OutputEndpoint",
+]
+
+#: ``sender(data, metadata, id)``: see `OutputEndpoint.json_sender`.
+JsonSender = Callable[[Any, "Mapping[str, str] | None", "str | int | None"], None]
 
 
 @dataclass(slots=True)
@@ -88,19 +99,33 @@ class EndpointStatus:
         }
 
 
+def _process_replies() -> ReplyRegistry:
+    from mq_bridge.runtime.replies import process_replies
+
+    return process_replies()
+
+
 @dataclass
 class BuildContext:
-    """What an endpoint or middleware factory may need from the runtime that builds it."""
+    """Everything an endpoint or middleware factory needs from the runtime that builds it.
+
+    Endpoints take what they need from here and never import the runtime's modules.
+    """
 
     route_name: str
     allow_fault_injection: bool = False
     #: Builds an output endpoint (with its own middlewares) from an endpoint config
     #: such as ``{"memory": {"topic": "dead"}}`` (used by `dlq`, `fanout`, `switch`).
     build_output: Callable[[Mapping[str, Any]], OutputEndpoint] | None = None
-    #: Process-wide shared objects (memory topics, metrics, reply waiters) keyed by name.
+    #: Process-wide shared objects (memory topics, metrics) keyed by name.
     shared: dict[str, Any] = field(default_factory=dict)
     #: Set when the owning route stops: waits (retry backoff, delay, limiter) end early.
     stopping: threading.Event | None = None
+    #: Inputs add their source cursor as ``mqb.src.*`` metadata (``MQB_SOURCE_METADATA``,
+    #: read once by the runtime).
+    source_metadata: bool = False
+    #: Request/reply rendezvous: a requesting output waits here, `response` answers.
+    replies: ReplyRegistry = field(default_factory=_process_replies)
 
 
 class InputEndpoint:
@@ -167,6 +192,12 @@ class OutputEndpoint:
         """Send one message and wait for its reply (request/reply outputs only)."""
         raise NotImplementedError(f"{self.describe()} does not support request/reply")
 
+    def json_sender(self) -> JsonSender | None:
+        """A cheaper `Publisher.send_json`: ``sender(data, metadata, id)`` encodes `data`
+        straight to the wire format and sends it. It must check and fail exactly as
+        ``send_one(Message.from_json(data, metadata, id))`` would. None: no fast path."""
+        return None
+
     def flush(self) -> None:
         """Push out anything buffered."""
 
@@ -178,8 +209,3 @@ class OutputEndpoint:
 
     def close(self) -> None:
         """Flush and release connections. Idempotent."""
-
-
-def endpoint_config_items(config: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """The (name, options) pairs of an endpoint config, leaving out `middlewares`."""
-    return [(key, value) for key, value in config.items() if key != "middlewares"]

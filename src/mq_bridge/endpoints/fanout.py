@@ -12,16 +12,24 @@ Options
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Annotated
 
+from pydantic import Field, RootModel
+
+from mq_bridge.config.declarations import EndpointRef
 from mq_bridge.endpoints.base import BuildContext, EndpointStatus, OutputEndpoint
 from mq_bridge.errors import ConfigError, SendError
 from mq_bridge.message import Message
 
-__all__ = ["SCHEMA", "FanoutOutput", "build_output"]
+__all__ = ["OPTIONS", "FanoutOptions", "FanoutOutput", "build_output"]
 
-SCHEMA: dict[str, Any] = {"type": "array", "items": {"$ref": "#/$defs/Endpoint"}, "minItems": 1}
+
+class FanoutOptions(RootModel[Annotated[list[EndpointRef], Field(min_length=1)]]):
+    """The outputs that each receive a copy of every batch."""
+
+
+OPTIONS = FanoutOptions
 
 
 class FanoutOutput(OutputEndpoint):
@@ -70,7 +78,7 @@ class FanoutOutput(OutputEndpoint):
             output.close()
 
 
-def build_output(options: Sequence[Mapping[str, Any]], context: BuildContext) -> FanoutOutput:
+def build_output(options: FanoutOptions, context: BuildContext) -> FanoutOutput:
     if context.build_output is None:
         raise ConfigError("fanout needs the runtime's endpoint builder", path="fanout")
-    return FanoutOutput([context.build_output(config) for config in options])
+    return FanoutOutput([context.build_output(config) for config in options.root])

@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
 
+from mq_bridge.config.declarations import Options
 from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint, OutputEndpoint
 from mq_bridge.message import Message
 
-__all__ = ["SCHEMA", "build_input", "build_output"]
+__all__ = ["OPTIONS", "NullOptions", "build_input", "build_output"]
 
-SCHEMA: dict[str, Any] = {"type": ["null", "object"], "additionalProperties": False}
+
+class NullOptions(Options):
+    """No options (write ``null: null`` or ``null: {}``)."""
+
+
+OPTIONS = NullOptions
 
 
 class NullInput(InputEndpoint):
@@ -54,9 +59,9 @@ class NullOutput(OutputEndpoint):
         return "null"
 
 
-def build_input(options: Any, context: BuildContext) -> NullInput:
+def build_input(options: NullOptions, context: BuildContext) -> NullInput:
     return NullInput()
 
 
-def build_output(options: Any, context: BuildContext) -> NullOutput:
+def build_output(options: NullOptions, context: BuildContext) -> NullOutput:
     return NullOutput()

@@ -14,30 +14,41 @@ Options
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
-from mq_bridge.runtime.replies import deliver_reply
+from mq_bridge.config.declarations import Options
 from mq_bridge.endpoints.base import BuildContext, OutputEndpoint
 from mq_bridge.message import Message
 
-__all__ = ["SCHEMA", "ResponseOutput", "build_output"]
+if TYPE_CHECKING:
+    from mq_bridge.runtime.replies import ReplyRegistry
 
-SCHEMA: dict[str, Any] = {"type": ["object", "null"], "additionalProperties": False}
+__all__ = ["OPTIONS", "ResponseOptions", "ResponseOutput", "build_output"]
+
+
+class ResponseOptions(Options):
+    """No options (write ``response: {}`` or ``response: null``)."""
+
+
+OPTIONS = ResponseOptions
 
 
 class ResponseOutput(OutputEndpoint):
     """Completes the waiting request that each message answers."""
 
+    def __init__(self, replies: ReplyRegistry) -> None:
+        self._deliver = replies.deliver
+
     def send(self, messages: Sequence[Message]) -> None:
         for message in messages:
-            deliver_reply(message)
+            self._deliver(message)
 
     def send_one(self, message: Message) -> None:
-        deliver_reply(message)
+        self._deliver(message)
 
     def describe(self) -> str:
         return "response"
 
 
-def build_output(options: Any, context: BuildContext) -> ResponseOutput:
-    return ResponseOutput()
+def build_output(options: ResponseOptions, context: BuildContext) -> ResponseOutput:
+    return ResponseOutput(context.replies)

@@ -15,36 +15,37 @@ Options
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
+from pydantic import Field, RootModel
+
+from mq_bridge.config.declarations import Options
 from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint, OutputEndpoint
 from mq_bridge.message import Message, new_message_id
 
-__all__ = ["SCHEMA", "build_input", "build_output"]
-
-SCHEMA: dict[str, Any] = {
-    "oneOf": [
-        {"type": "string", "description": "The body."},
-        {
-            "type": "object",
-            "properties": {
-                "body": {"type": "string"},
-                "raw": {"type": "boolean", "default": False},
-                "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
-            },
-            "required": ["body"],
-            "additionalProperties": False,
-        },
-    ]
-}
+__all__ = ["OPTIONS", "StaticBody", "StaticOptions", "build_input", "build_output"]
 
 
-def _body_and_metadata(options: Any) -> tuple[bytes, dict[str, str]]:
-    if isinstance(options, str):
-        return options.encode(), {}
-    assert isinstance(options, Mapping)
-    return str(options["body"]).encode(), dict(options.get("metadata") or {})
+class StaticBody(Options):
+    """The body with options."""
+
+    body: str = Field(description="The body text, used verbatim as UTF-8 bytes.")
+    raw: bool = Field(False, description="Accepted for compatibility: the body is verbatim.")
+    metadata: dict[str, str] = Field(
+        default_factory=dict, description="Extra metadata on each produced message."
+    )
+
+
+class StaticOptions(RootModel[str | StaticBody]):
+    """A fixed message: the body as a string, or a mapping with `body`."""
+
+    def body_and_metadata(self) -> tuple[bytes, dict[str, str]]:
+        if isinstance(self.root, str):
+            return self.root.encode(), {}
+        return self.root.body.encode(), dict(self.root.metadata)
+
+
+OPTIONS = StaticOptions
 
 
 class StaticInput(InputEndpoint):
@@ -55,7 +56,7 @@ class StaticInput(InputEndpoint):
         self._metadata = metadata
 
     def receive(self, max_messages: int, timeout: float | None) -> Batch:
-        make = Message._trusted
+        make = Message.trusted
         return Batch(
             [make(self._body, self._metadata, new_message_id()) for _ in range(max_messages)]
         )
@@ -77,15 +78,15 @@ class StaticOutput(OutputEndpoint):
     def request(self, message: Message, timeout: float | None) -> Message:
         metadata = dict(self._metadata)
         metadata["correlation_id"] = message.get("correlation_id") or message.id
-        return Message._trusted(self._body, metadata, new_message_id())
+        return Message.trusted(self._body, metadata, new_message_id())
 
     def describe(self) -> str:
         return "static"
 
 
-def build_input(options: Any, context: BuildContext) -> StaticInput:
-    return StaticInput(*_body_and_metadata(options))
+def build_input(options: StaticOptions, context: BuildContext) -> StaticInput:
+    return StaticInput(*options.body_and_metadata())
 
 
-def build_output(options: Any, context: BuildContext) -> StaticOutput:
-    return StaticOutput(*_body_and_metadata(options))
+def build_output(options: StaticOptions, context: BuildContext) -> StaticOutput:
+    return StaticOutput(*options.body_and_metadata())

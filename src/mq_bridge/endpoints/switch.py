@@ -18,38 +18,50 @@ Options
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
+from pydantic import ConfigDict, Field, model_validator
+
+from mq_bridge.config.declarations import EndpointRef, OptionError, Options
 from mq_bridge.endpoints._predicates import Predicate, compile_predicate
 from mq_bridge.endpoints.base import BuildContext, EndpointStatus, OutputEndpoint
 from mq_bridge.errors import ConfigError, NonRetryableError, SendError
 from mq_bridge.message import Message
 
-__all__ = ["SCHEMA", "SwitchOutput", "build_output"]
+__all__ = ["OPTIONS", "SwitchOptions", "SwitchOutput", "WhenCase", "build_output"]
 
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "metadata_key": {"type": "string", "default": ""},
-        "cases": {"type": "object", "additionalProperties": {"$ref": "#/$defs/Endpoint"}},
-        "when": {
-            "type": "array",
-            "default": [],
-            "items": {
-                "type": "object",
-                "properties": {
-                    "if": {"type": "string", "description": "e.g. amount > 100"},
-                    "to": {"$ref": "#/$defs/Endpoint"},
-                },
-                "required": ["if", "to"],
-                "additionalProperties": False,
-            },
-        },
-        "default": {"anyOf": [{"$ref": "#/$defs/Endpoint"}, {"type": "null"}]},
-    },
-    "additionalProperties": False,
-}
+
+class WhenCase(Options):
+    """One condition and the output its messages go to."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    condition: str = Field(alias="if", description="e.g. amount > 100")
+    to: EndpointRef = Field(description="The output for messages that match.")
+
+
+class SwitchOptions(Options):
+    """Sends each message to the output its metadata or payload selects."""
+
+    metadata_key: str = Field("", description="The metadata key whose value picks a case.")
+    cases: dict[str, EndpointRef] = Field(
+        default_factory=dict, description="Outputs by metadata value (needs metadata_key)."
+    )
+    when: list[WhenCase] = Field(
+        default_factory=list, description="Conditions tried in order; the first match wins."
+    )
+    default: EndpointRef | None = Field(None, description="The output when nothing matches.")
+
+    @model_validator(mode="after")
+    def _routes_somewhere(self) -> SwitchOptions:
+        if self.cases and not self.metadata_key:
+            raise OptionError("metadata_key", "`cases` needs `metadata_key`")
+        if not self.cases and not self.when:
+            raise ValueError("needs `when` or `metadata_key` with `cases`")
+        return self
+
+
+OPTIONS = SwitchOptions
 
 
 class SwitchOutput(OutputEndpoint):
@@ -135,19 +147,14 @@ def _send_group(
             failures[index] = error
 
 
-def build_output(options: Mapping[str, Any], context: BuildContext) -> SwitchOutput:
-    key = options.get("metadata_key") or ""
-    if options.get("cases") and not key:
-        raise ConfigError("`cases` needs `metadata_key`", path="switch.metadata_key")
-    if not options.get("cases") and not options.get("when"):
-        raise ConfigError("needs `when` or `metadata_key` with `cases`", path="switch")
+def build_output(options: SwitchOptions, context: BuildContext) -> SwitchOutput:
     build = context.build_output
     if build is None:
         raise ConfigError("switch needs the runtime's endpoint builder", path="switch")
     when = [
-        (compile_predicate(case["if"], f"switch.when[{i}].if"), build(case["to"]))
-        for i, case in enumerate(options.get("when") or [])
+        (compile_predicate(case.condition, f"switch.when[{i}].if"), build(case.to))
+        for i, case in enumerate(options.when)
     ]
-    cases = {str(value): build(config) for value, config in (options.get("cases") or {}).items()}
-    default = build(options["default"]) if options.get("default") else None
-    return SwitchOutput(key, cases, default, when)
+    cases = {value: build(config) for value, config in options.cases.items()}
+    default = build(options.default) if options.default else None
+    return SwitchOutput(options.metadata_key, cases, default, when)

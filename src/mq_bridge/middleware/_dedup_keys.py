@@ -15,7 +15,6 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from mq_bridge.errors import ConfigError
 from mq_bridge.message import Message
 
 KeyOf = Callable[[Message], str]
@@ -29,7 +28,10 @@ def id_key(message: Message) -> str:
 
 
 def key_function(key: str | None) -> KeyOf:
-    """The function that gives a message's deduplication key, for the `key` option."""
+    """The function that gives a message's deduplication key, for the `key` option.
+
+    A form it does not know is a ValueError (the option's declaration checks with it).
+    """
     if key in (None, "", "message_id", "id", "${id}", "${message_id}"):
         return id_key
     source, name = _parse(key)
@@ -44,9 +46,8 @@ def _parse(key: str) -> tuple[str, str]:
         return "metadata", key[len("metadata:") :]
     match = _TEMPLATE.match(key)
     if match is None:
-        raise ConfigError(
-            f"unknown key {key!r}; use message_id, metadata:<name> or ${{payload:<field>}}",
-            "deduplication.key",
+        raise ValueError(
+            f"unknown key {key!r}; use message_id, metadata:<name> or ${{payload:<field>}}"
         )
     return match.group(1), match.group(2)
 

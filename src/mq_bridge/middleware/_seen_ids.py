@@ -81,7 +81,7 @@ _connections_lock = threading.Lock()
 
 def open_seen_ids(store: str | None, ttl: float) -> SeenIds:
     """The seen-ids set kept at `store` (sqlite:///path, a file path, or memory://)."""
-    path = _store_path(store)
+    path = store_path(store)
     with _connections_lock:
         shared = _connections.get(path)
         if shared is None:
@@ -91,18 +91,19 @@ def open_seen_ids(store: str | None, ttl: float) -> SeenIds:
     return SeenIds(*shared, ttl, private=path == ":memory:")
 
 
-def _store_path(store: str | None) -> str:
+def store_path(store: str | None) -> str:
+    """The SQLite path for the `store` option (``:memory:`` for memory://); ValueError for a
+    store it cannot use."""
     if store is None or store.startswith("memory://"):
         return ":memory:"
     if store.startswith("sqlite://"):
         store = store[len("sqlite://") :]
     elif "://" in store:
-        raise ConfigError(
-            f"unsupported store {store!r}; use sqlite:///path, a file path or memory://",
-            "deduplication.store",
+        raise ValueError(
+            f"unsupported store {store!r}; use sqlite:///path, a file path or memory://"
         )
     if not store:
-        raise ConfigError("sqlite:// needs a file path", "deduplication.store")
+        raise ValueError("sqlite:// needs a file path")
     return os.path.abspath(store)
 
 

@@ -3,9 +3,15 @@
 A middleware module in `mq_bridge.middleware` is registered by its config name in
 `mq_bridge.middleware.registry` and exposes:
 
-    SCHEMA: dict                       JSON Schema of its options (``{"retry": {...}}``'s value)
-    wrap_input(inner, options, context: BuildContext) -> InputEndpoint   (for inputs)
-    wrap_output(inner, options, context: BuildContext) -> OutputEndpoint  (for outputs)
+    OPTIONS: type[Options]   its option declaration (``{"retry": {...}}``'s value), a pydantic
+                             model: the JSON Schema, defaults and checks all come from it
+                             (`mq_bridge.config.declarations`)
+    wrap_input(inner, options: OPTIONS, context: BuildContext) -> InputEndpoint   (inputs)
+    wrap_output(inner, options: OPTIONS, context: BuildContext) -> OutputEndpoint  (outputs)
+
+`wrap_*` receive the options already parsed (defaults filled, validated); they check only
+what depends on the runtime (``retry`` refusing an inner ``dlq``, ``random_panic`` needing
+``allow_fault_injection``).
 
 An endpoint config lists middleware under ``middlewares:``. The list applies in order,
 outermost first: ``[metrics, dlq, retry]`` on an output means a send goes through

@@ -21,35 +21,30 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
+from pydantic import Field
+
+from mq_bridge.config.declarations import Options
 from mq_bridge.endpoints.base import BuildContext, OutputEndpoint
-from mq_bridge.errors import ConfigError, SendError
+from mq_bridge.errors import SendError
 from mq_bridge.message import Message
 from mq_bridge.middleware.base import OutputMiddleware
 
-__all__ = ["SCHEMA", "BufferOutput", "wrap_output"]
+__all__ = ["OPTIONS", "BufferOptions", "BufferOutput", "wrap_output"]
 
-SCHEMA: dict[str, Any] = {
-    "description": "Joins sends that arrive within max_delay_ms into one send of up to "
-    "max_messages; each send still returns only once its messages were delivered.",
-    "type": "object",
-    "properties": {
-        "max_messages": {
-            "description": "Send as soon as this many messages are waiting.",
-            "type": "integer",
-            "minimum": 1,
-        },
-        "max_delay_ms": {
-            "description": "The longest a message waits for others, in milliseconds.",
-            "type": "integer",
-            "minimum": 0,
-        },
-    },
-    "required": ["max_messages", "max_delay_ms"],
-    "additionalProperties": False,
-}
+
+class BufferOptions(Options):
+    """Joins sends that arrive within max_delay_ms into one send of up to max_messages; each
+    send still returns only once its messages were delivered."""
+
+    max_messages: int = Field(ge=1, description="Send as soon as this many messages are waiting.")
+    max_delay_ms: int = Field(
+        ge=0, description="The longest a message waits for others, in milliseconds."
+    )
+
+
+OPTIONS = BufferOptions
 
 
 class _Group:
@@ -147,15 +142,7 @@ class BufferOutput(OutputMiddleware):
 
 
 def wrap_output(
-    inner: OutputEndpoint, options: Mapping[str, Any], context: BuildContext
+    inner: OutputEndpoint, options: BufferOptions, context: BuildContext
 ) -> OutputEndpoint:
     """Wrap `inner` so concurrent sends are joined into larger ones."""
-    max_messages = options.get("max_messages")
-    max_delay_ms = options.get("max_delay_ms")
-    if not isinstance(max_messages, int) or max_messages < 1:
-        raise ConfigError(f"must be an integer >= 1, got {max_messages!r}", "buffer.max_messages")
-    if not isinstance(max_delay_ms, (int, float)) or max_delay_ms < 0:
-        raise ConfigError(
-            f"must be a number of milliseconds >= 0, got {max_delay_ms!r}", "buffer.max_delay_ms"
-        )
-    return BufferOutput(inner, max_messages, max_delay_ms / 1000)
+    return BufferOutput(inner, options.max_messages, options.max_delay_ms / 1000)

@@ -24,45 +24,52 @@ The store may be shared by several routes of one process (one connection per pat
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
+from pydantic import Field, field_validator
+
+from mq_bridge.config.declarations import Options
 from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint, OutputEndpoint
-from mq_bridge.errors import ConfigError, SendError
+from mq_bridge.errors import SendError
 from mq_bridge.message import Message
 from mq_bridge.middleware._dedup_keys import KeyOf, key_function
 from mq_bridge.middleware._ordered_acks import OrderedAcks
-from mq_bridge.middleware._seen_ids import SeenIds, open_seen_ids
+from mq_bridge.middleware._seen_ids import SeenIds, open_seen_ids, store_path
 from mq_bridge.middleware.base import InputMiddleware, OutputMiddleware
 
-__all__ = ["SCHEMA", "wrap_input", "wrap_output"]
+__all__ = ["OPTIONS", "DeduplicationOptions", "wrap_input", "wrap_output"]
 
-SCHEMA: dict[str, Any] = {
-    "description": "Drops messages whose id (or key) was handled within ttl_seconds; the ids "
-    "are kept in an SQLite file and survive restarts.",
-    "type": "object",
-    "properties": {
-        "ttl_seconds": {
-            "description": "How long an id is remembered, in seconds.",
-            "type": "integer",
-            "minimum": 1,
-        },
-        "store": {
-            "description": "Where ids are kept: sqlite:///path, a file path, or memory:// "
-            "(not kept across restarts).",
-            "type": ["string", "null"],
-            "default": None,
-        },
-        "key": {
-            "description": "What identifies a duplicate: message_id, metadata:<name> or "
-            "${payload:<field>} (dotted for nested fields).",
-            "type": ["string", "null"],
-            "default": None,
-        },
-    },
-    "required": ["ttl_seconds"],
-    "additionalProperties": False,
-}
+
+class DeduplicationOptions(Options):
+    """Drops messages whose id (or key) was handled within ttl_seconds; the ids are kept in
+    an SQLite file and survive restarts."""
+
+    ttl_seconds: int = Field(ge=1, description="How long an id is remembered, in seconds.")
+    store: str | None = Field(
+        None,
+        description="Where ids are kept: sqlite:///path, a file path, or memory:// "
+        "(not kept across restarts).",
+    )
+    key: str | None = Field(
+        None,
+        description="What identifies a duplicate: message_id, metadata:<name> or "
+        "${payload:<field>} (dotted for nested fields).",
+    )
+
+    @field_validator("store")
+    @classmethod
+    def _supported_store(cls, store: str | None) -> str | None:
+        store_path(store)  # raises ValueError for a store it cannot open
+        return store
+
+    @field_validator("key")
+    @classmethod
+    def _known_key_form(cls, key: str | None) -> str | None:
+        key_function(key)  # raises ValueError for a form it does not know
+        return key
+
+
+OPTIONS = DeduplicationOptions
 
 
 class DeduplicationOutput(OutputMiddleware):
@@ -146,24 +153,19 @@ def _first_unseen(keys: list[str], known: set[str]) -> list[int]:
     return fresh
 
 
-def _build(options: Mapping[str, Any]) -> tuple[SeenIds, KeyOf]:
-    ttl = options.get("ttl_seconds")
-    if not isinstance(ttl, int) or ttl < 1:
-        raise ConfigError(
-            f"must be a whole number of seconds >= 1, got {ttl!r}", "deduplication.ttl_seconds"
-        )
-    return open_seen_ids(options.get("store"), ttl), key_function(options.get("key"))
+def _build(options: DeduplicationOptions) -> tuple[SeenIds, KeyOf]:
+    return open_seen_ids(options.store, options.ttl_seconds), key_function(options.key)
 
 
 def wrap_output(
-    inner: OutputEndpoint, options: Mapping[str, Any], context: BuildContext
+    inner: OutputEndpoint, options: DeduplicationOptions, context: BuildContext
 ) -> OutputEndpoint:
     """Wrap `inner` so a message id already sent within the TTL is not sent again."""
     return DeduplicationOutput(inner, *_build(options))
 
 
 def wrap_input(
-    inner: InputEndpoint, options: Mapping[str, Any], context: BuildContext
+    inner: InputEndpoint, options: DeduplicationOptions, context: BuildContext
 ) -> InputEndpoint:
     """Wrap `inner` so a message id already handled within the TTL is dropped."""
     return DeduplicationInput(inner, *_build(options))

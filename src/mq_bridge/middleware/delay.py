@@ -16,26 +16,26 @@ Options::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
+from pydantic import Field
+
+from mq_bridge.config.declarations import Options
 from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint, OutputEndpoint
-from mq_bridge.errors import ConfigError
 from mq_bridge.message import Message
 from mq_bridge.middleware._sleep import WakeableSleep
 from mq_bridge.middleware.base import InputMiddleware, OutputMiddleware
 
-__all__ = ["SCHEMA", "wrap_input", "wrap_output"]
+__all__ = ["OPTIONS", "DelayOptions", "wrap_input", "wrap_output"]
 
-SCHEMA: dict[str, Any] = {
-    "description": "Waits delay_ms before each batch is sent (output) or handed out (input).",
-    "type": "object",
-    "properties": {
-        "delay_ms": {"description": "The wait, in milliseconds.", "type": "integer", "minimum": 0}
-    },
-    "required": ["delay_ms"],
-    "additionalProperties": False,
-}
+
+class DelayOptions(Options):
+    """Waits delay_ms before each batch is sent (output) or handed out (input)."""
+
+    delay_ms: int = Field(ge=0, description="The wait, in milliseconds.")
+
+
+OPTIONS = DelayOptions
 
 
 class DelayOutput(OutputMiddleware):
@@ -77,24 +77,13 @@ class DelayInput(InputMiddleware):
         self.inner.interrupt()
 
 
-def _seconds(options: Mapping[str, Any]) -> float:
-    delay_ms = options.get("delay_ms")
-    if not isinstance(delay_ms, (int, float)) or delay_ms < 0:
-        raise ConfigError(
-            f"must be a number of milliseconds >= 0, got {delay_ms!r}", "delay.delay_ms"
-        )
-    return delay_ms / 1000
-
-
 def wrap_output(
-    inner: OutputEndpoint, options: Mapping[str, Any], context: BuildContext
+    inner: OutputEndpoint, options: DelayOptions, context: BuildContext
 ) -> OutputEndpoint:
     """Wrap `inner` so each send waits `delay_ms` first."""
-    return DelayOutput(inner, _seconds(options), WakeableSleep.for_route(context))
+    return DelayOutput(inner, options.delay_ms / 1000, WakeableSleep.for_route(context))
 
 
-def wrap_input(
-    inner: InputEndpoint, options: Mapping[str, Any], context: BuildContext
-) -> InputEndpoint:
+def wrap_input(inner: InputEndpoint, options: DelayOptions, context: BuildContext) -> InputEndpoint:
     """Wrap `inner` so each received batch is held `delay_ms` before it is handed out."""
-    return DelayInput(inner, _seconds(options))
+    return DelayInput(inner, options.delay_ms / 1000)

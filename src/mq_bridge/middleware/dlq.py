@@ -30,26 +30,38 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import Field, field_validator
+
+from mq_bridge.config.declarations import EndpointRef, Options
 from mq_bridge.endpoints.base import BuildContext, EndpointStatus, OutputEndpoint
 from mq_bridge.errors import ConfigError, EndpointError, SendError, is_retriable
 from mq_bridge.message import Message
 from mq_bridge.middleware.base import OutputMiddleware
 
-__all__ = ["SCHEMA", "DeadLetterFailedError", "DeadLetterOutput", "wrap_output"]
+__all__ = [
+    "OPTIONS",
+    "DeadLetterFailedError",
+    "DeadLetterOptions",
+    "DeadLetterOutput",
+    "wrap_output",
+]
 
-SCHEMA: dict[str, Any] = {
-    "description": "Sends messages that failed for good to another endpoint, with the error, "
-    "route and attempt count in their metadata (mqb.dlq.*).",
-    "type": "object",
-    "properties": {
-        "endpoint": {
-            "description": "The output endpoint that receives the dead letters.",
-            "$ref": "#/$defs/Endpoint",
-        }
-    },
-    "required": ["endpoint"],
-    "additionalProperties": False,
-}
+
+class DeadLetterOptions(Options):
+    """Sends messages that failed for good to another endpoint, with the error, route and
+    attempt count in their metadata (mqb.dlq.*)."""
+
+    endpoint: EndpointRef = Field(description="The output endpoint that receives the dead letters.")
+
+    @field_validator("endpoint")
+    @classmethod
+    def _names_an_endpoint(cls, endpoint: dict[str, Any]) -> dict[str, Any]:
+        if not endpoint:
+            raise ValueError("needs an output endpoint, e.g. {memory: {topic: dead}}")
+        return endpoint
+
+
+OPTIONS = DeadLetterOptions
 
 
 class DeadLetterFailedError(EndpointError):
@@ -148,12 +160,9 @@ def _root_cause(error: BaseException) -> BaseException:
 
 
 def wrap_output(
-    inner: OutputEndpoint, options: Mapping[str, Any], context: BuildContext
+    inner: OutputEndpoint, options: DeadLetterOptions, context: BuildContext
 ) -> OutputEndpoint:
     """Wrap `inner` so its non-retriable failures go to the configured dead-letter endpoint."""
     if context.build_output is None:
         raise ConfigError("this runtime cannot build the dead-letter endpoint", "dlq.endpoint")
-    endpoint_config = options.get("endpoint")
-    if not isinstance(endpoint_config, Mapping) or not endpoint_config:
-        raise ConfigError("needs an output endpoint, e.g. {memory: {topic: dead}}", "dlq.endpoint")
-    return DeadLetterOutput(inner, context.build_output(endpoint_config), context.route_name)
+    return DeadLetterOutput(inner, context.build_output(options.endpoint), context.route_name)

@@ -16,31 +16,30 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from pydantic import Field
+
+from mq_bridge.config.declarations import Options
 from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint, OutputEndpoint
-from mq_bridge.errors import ConfigError
 from mq_bridge.message import Message
 from mq_bridge.middleware._sleep import WakeableSleep
 from mq_bridge.middleware.base import InputMiddleware, OutputMiddleware
 
-__all__ = ["SCHEMA", "Pacer", "wrap_input", "wrap_output"]
+__all__ = ["OPTIONS", "LimiterOptions", "Pacer", "wrap_input", "wrap_output"]
 
-SCHEMA: dict[str, Any] = {
-    "description": "Paces the endpoint to at most messages_per_second, counting the messages "
-    "of each batch.",
-    "type": "object",
-    "properties": {
-        "messages_per_second": {
-            "description": "The highest rate, in messages per second (> 0).",
-            "type": "number",
-            "exclusiveMinimum": 0,
-        }
-    },
-    "required": ["messages_per_second"],
-    "additionalProperties": False,
-}
+
+class LimiterOptions(Options):
+    """Paces the endpoint to at most messages_per_second, counting the messages of each
+    batch."""
+
+    messages_per_second: float = Field(
+        gt=0, description="The highest rate, in messages per second (> 0)."
+    )
+
+
+OPTIONS = LimiterOptions
 
 
 class Pacer:
@@ -100,22 +99,16 @@ class LimiterInput(InputMiddleware):
         self.inner.interrupt()
 
 
-def _pacer(options: Mapping[str, Any]) -> Pacer:
-    rate = options.get("messages_per_second")
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
-        raise ConfigError(f"must be a number > 0, got {rate!r}", "limiter.messages_per_second")
-    return Pacer(float(rate))
-
-
 def wrap_output(
-    inner: OutputEndpoint, options: Mapping[str, Any], context: BuildContext
+    inner: OutputEndpoint, options: LimiterOptions, context: BuildContext
 ) -> OutputEndpoint:
     """Wrap `inner` so it sends at most `messages_per_second`."""
-    return LimiterOutput(inner, _pacer(options), WakeableSleep.for_route(context))
+    pacer = Pacer(options.messages_per_second)
+    return LimiterOutput(inner, pacer, WakeableSleep.for_route(context))
 
 
 def wrap_input(
-    inner: InputEndpoint, options: Mapping[str, Any], context: BuildContext
+    inner: InputEndpoint, options: LimiterOptions, context: BuildContext
 ) -> InputEndpoint:
     """Wrap `inner` so it hands out at most `messages_per_second`."""
-    return LimiterInput(inner, _pacer(options))
+    return LimiterInput(inner, Pacer(options.messages_per_second))

@@ -27,9 +27,10 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from mq_bridge.config.declarations import Options
 from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint, OutputEndpoint
 from mq_bridge.errors import SendError
 from mq_bridge.message import Message
@@ -37,20 +38,21 @@ from mq_bridge.middleware.base import InputMiddleware, OutputMiddleware
 
 __all__ = [
     "METRICS",
-    "SCHEMA",
+    "OPTIONS",
+    "MetricsOptions",
     "MetricsRegistry",
     "metrics_snapshot",
     "wrap_input",
     "wrap_output",
 ]
 
-SCHEMA: dict[str, Any] = {
-    "description": "Counts messages, failures and latency for this endpoint; read them from "
-    "Python with mq_bridge's metrics_snapshot().",
-    "type": "object",
-    "properties": {},
-    "additionalProperties": False,
-}
+
+class MetricsOptions(Options):
+    """Counts messages, failures and latency for this endpoint; read them from Python with
+    mq_bridge's metrics_snapshot()."""
+
+
+OPTIONS = MetricsOptions
 
 #: Bucket upper bounds in seconds: 10 µs to ~100 s, each 1.25x the one before.
 _BOUNDS = [1e-5 * 1.25**n for n in range(73)]
@@ -208,14 +210,14 @@ class MetricsInput(InputMiddleware):
 
 
 def wrap_output(
-    inner: OutputEndpoint, options: Mapping[str, Any], context: BuildContext
+    inner: OutputEndpoint, options: MetricsOptions, context: BuildContext
 ) -> OutputEndpoint:
     """Wrap `inner` so its sends are counted and timed under the route's name."""
     return MetricsOutput(inner, METRICS.series(context.route_name, "output", inner.describe()))
 
 
 def wrap_input(
-    inner: InputEndpoint, options: Mapping[str, Any], context: BuildContext
+    inner: InputEndpoint, options: MetricsOptions, context: BuildContext
 ) -> InputEndpoint:
     """Wrap `inner` so its batches are counted and timed until acked."""
     return MetricsInput(inner, METRICS.series(context.route_name, "input", inner.describe()))

@@ -26,9 +26,12 @@ Options::
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Literal, get_args
 
+from pydantic import Field
+
+from mq_bridge.config.declarations import Options
 from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint, OutputEndpoint
 from mq_bridge.errors import (
     ConfigError,
@@ -41,27 +44,27 @@ from mq_bridge.errors import (
 from mq_bridge.message import Message
 from mq_bridge.middleware.base import InputMiddleware, OutputMiddleware
 
-__all__ = ["SCHEMA", "InjectedPanicError", "wrap_input", "wrap_output"]
+__all__ = ["OPTIONS", "InjectedPanicError", "RandomPanicOptions", "wrap_input", "wrap_output"]
 
-MODES = ("panic", "disconnect", "timeout", "json_format_error", "nack")
+Mode = Literal["panic", "disconnect", "timeout", "json_format_error", "nack"]
+MODES: tuple[Mode, ...] = get_args(Mode)
 NOT_JSON = b"\x00injected: not JSON{"
 
-SCHEMA: dict[str, Any] = {
-    "description": "Fault injection for tests: fails the Nth message (or every one) in the "
-    "given mode. Needs the route option allow_fault_injection.",
-    "type": "object",
-    "properties": {
-        "mode": {"description": "The fault to inject.", "enum": list(MODES), "default": "panic"},
-        "trigger_on_message": {
-            "description": "The message (1-based count) that triggers; null = every message.",
-            "type": ["integer", "null"],
-            "minimum": 1,
-            "default": None,
-        },
-        "enabled": {"description": "Inject at all.", "type": "boolean", "default": True},
-    },
-    "additionalProperties": False,
-}
+
+class RandomPanicOptions(Options):
+    """Fault injection for tests: fails the Nth message (or every one) in the given mode.
+    Needs the route option allow_fault_injection."""
+
+    mode: Mode = Field("panic", description="The fault to inject.")
+    trigger_on_message: int | None = Field(
+        None,
+        ge=1,
+        description="The message (1-based count) that triggers; null = every message.",
+    )
+    enabled: bool = Field(True, description="Inject at all.")
+
+
+OPTIONS = RandomPanicOptions
 
 
 class InjectedPanicError(MQBridgeError, RuntimeError):
@@ -151,30 +154,30 @@ class PanicInput(InputMiddleware):
         return Batch(messages, batch.token)
 
 
-def _settings(options: Mapping[str, Any], context: BuildContext) -> tuple[str, Trigger]:
+def _refuse_unless_allowed(context: BuildContext) -> None:
     if not context.allow_fault_injection:
         raise ConfigError(
             "fault injection is off for this route; set allow_fault_injection: true "
             "on the route to use random_panic",
             "random_panic",
         )
-    mode = options.get("mode", "panic")
-    if mode not in MODES:
-        raise ConfigError(f"unknown mode {mode!r}; one of {', '.join(MODES)}", "random_panic.mode")
-    return mode, Trigger(options.get("trigger_on_message"))
 
 
 def wrap_output(
-    inner: OutputEndpoint, options: Mapping[str, Any], context: BuildContext
+    inner: OutputEndpoint, options: RandomPanicOptions, context: BuildContext
 ) -> OutputEndpoint:
     """Wrap `inner` to fail the triggering message; refuses without allow_fault_injection."""
-    mode, trigger = _settings(options, context)
-    return PanicOutput(inner, mode, trigger) if options.get("enabled", True) else inner
+    _refuse_unless_allowed(context)
+    if not options.enabled:
+        return inner
+    return PanicOutput(inner, options.mode, Trigger(options.trigger_on_message))
 
 
 def wrap_input(
-    inner: InputEndpoint, options: Mapping[str, Any], context: BuildContext
+    inner: InputEndpoint, options: RandomPanicOptions, context: BuildContext
 ) -> InputEndpoint:
     """Wrap `inner` to break the triggering batch; refuses without allow_fault_injection."""
-    mode, trigger = _settings(options, context)
-    return PanicInput(inner, mode, trigger) if options.get("enabled", True) else inner
+    _refuse_unless_allowed(context)
+    if not options.enabled:
+        return inner
+    return PanicInput(inner, options.mode, Trigger(options.trigger_on_message))

@@ -1,7 +1,8 @@
 """The one registry of middleware: config name -> module, imported only when used.
 
-Each middleware module exposes ``SCHEMA`` and ``wrap_input`` and/or ``wrap_output``
-(see `mq_bridge.middleware.base`).
+Each middleware module exposes ``OPTIONS`` (its option declaration, a pydantic model:
+see `mq_bridge.config.declarations`) and ``wrap_input`` and/or ``wrap_output``
+(see `mq_bridge.middleware.base`), which receive the parsed options.
 """
 
 from __future__ import annotations

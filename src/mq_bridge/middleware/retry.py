@@ -24,55 +24,53 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any
 
+from pydantic import Field, model_validator
+
+from mq_bridge.config.declarations import Options
 from mq_bridge.endpoints.base import BuildContext, OutputEndpoint
 from mq_bridge.errors import ConfigError, MQBridgeError, SendError, is_retriable
 from mq_bridge.message import Message
 from mq_bridge.middleware._sleep import WakeableSleep
 from mq_bridge.middleware.base import OutputMiddleware
 
-__all__ = ["SCHEMA", "RetriesExhaustedError", "RetryOutput", "wrap_output"]
+__all__ = ["OPTIONS", "RetriesExhaustedError", "RetryOptions", "RetryOutput", "wrap_output"]
 
-SCHEMA: dict[str, Any] = {
-    "description": "Retries the messages of a send that failed retriably, with exponential "
-    "backoff; after the last attempt they fail for good (a dlq listed before it receives them).",
-    "type": "object",
-    "properties": {
-        "max_attempts": {
-            "description": "Sends in all, the first one included (0 and 1: no retry).",
-            "type": "integer",
-            "minimum": 0,
-            "default": 3,
-        },
-        "initial_interval_ms": {
-            "description": "Wait before the second attempt, in milliseconds.",
-            "type": "integer",
-            "minimum": 0,
-            "default": 100,
-        },
-        "max_interval_ms": {
-            "description": "Longest wait between two attempts, in milliseconds.",
-            "type": "integer",
-            "minimum": 0,
-            "default": 5000,
-        },
-        "multiplier": {
-            "description": "Factor by which the wait grows after each attempt.",
-            "type": "number",
-            "minimum": 1,
-            "default": 2.0,
-        },
-        "jitter": {
-            "description": "Each wait is shortened by a random fraction up to this (0 to 1).",
-            "type": "number",
-            "minimum": 0,
-            "maximum": 1,
-            "default": 0.2,
-        },
-    },
-    "additionalProperties": False,
-}
+
+class RetryOptions(Options):
+    """Retries the messages of a send that failed retriably, with exponential backoff; after
+    the last attempt they fail for good (a dlq listed before it receives them)."""
+
+    max_attempts: int = Field(
+        3, ge=0, description="Sends in all, the first one included (0 and 1: no retry)."
+    )
+    initial_interval_ms: int = Field(
+        100, ge=0, description="Wait before the second attempt, in milliseconds."
+    )
+    max_interval_ms: int = Field(
+        5000, ge=0, description="Longest wait between two attempts, in milliseconds."
+    )
+    multiplier: float = Field(
+        2.0, ge=1, description="Factor by which the wait grows after each attempt."
+    )
+    jitter: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="Each wait is shortened by a random fraction up to this (0 to 1).",
+    )
+
+    @model_validator(mode="after")
+    def _cap_not_below_first_wait(self) -> RetryOptions:
+        if self.max_interval_ms < self.initial_interval_ms:
+            raise ValueError(
+                f"max_interval_ms ({self.max_interval_ms}) is below initial_interval_ms "
+                f"({self.initial_interval_ms})"
+            )
+        return self
+
+
+OPTIONS = RetryOptions
 
 
 class RetriesExhaustedError(MQBridgeError):
@@ -185,30 +183,26 @@ class RetryOutput(OutputMiddleware):
         self.inner.close()
 
 
-def _backoff_from(options: Mapping[str, Any]) -> Backoff:
-    initial = options.get("initial_interval_ms", 100) / 1000
-    maximum = options.get("max_interval_ms", 5000) / 1000
-    if maximum < initial:
-        raise ConfigError(
-            f"max_interval_ms ({maximum * 1000:g}) is below initial_interval_ms "
-            f"({initial * 1000:g})",
-            "retry.max_interval_ms",
-        )
-    return Backoff(initial, maximum, options.get("multiplier", 2.0), options.get("jitter", 0.2))
+def _backoff_from(options: RetryOptions) -> Backoff:
+    return Backoff(
+        options.initial_interval_ms / 1000,
+        options.max_interval_ms / 1000,
+        options.multiplier,
+        options.jitter,
+    )
 
 
 def wrap_output(
-    inner: OutputEndpoint, options: Mapping[str, Any], context: BuildContext
+    inner: OutputEndpoint, options: RetryOptions, context: BuildContext
 ) -> OutputEndpoint:
     """Wrap `inner` so retriable send failures are retried with backoff."""
     _refuse_inner_dlq(inner)
-    max_attempts = options.get("max_attempts", 3)
-    if not isinstance(max_attempts, int) or max_attempts < 0:
-        raise ConfigError(
-            f"must be a whole number >= 0, got {max_attempts!r}", "retry.max_attempts"
-        )
-    backoff = _backoff_from(options)
-    return RetryOutput(inner, max(1, max_attempts), backoff, WakeableSleep.for_route(context))
+    return RetryOutput(
+        inner,
+        max(1, options.max_attempts),
+        _backoff_from(options),
+        WakeableSleep.for_route(context),
+    )
 
 
 def _refuse_inner_dlq(inner: OutputEndpoint) -> None:

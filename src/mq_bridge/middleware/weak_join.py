@@ -41,61 +41,51 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
-from typing import Any
+from typing import Literal
 
+from pydantic import Field
+
+from mq_bridge.config.declarations import Options
 from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint
-from mq_bridge.errors import ConfigError
 from mq_bridge.message import Message
 from mq_bridge.middleware._join_groups import JoinGroup, JoinRule
 from mq_bridge.middleware._ordered_acks import OrderedAcks, Pending
 from mq_bridge.middleware.base import InputMiddleware
 
-__all__ = ["SCHEMA", "wrap_input"]
+__all__ = ["OPTIONS", "WeakJoinOptions", "wrap_input"]
 
-SCHEMA: dict[str, Any] = {
-    "description": "Holds messages sharing the group_by metadata value until expected_count "
-    "(or the required branches) arrived, then hands out one joined JSON message.",
-    "type": "object",
-    "properties": {
-        "group_by": {"description": "Metadata key the members share.", "type": "string"},
-        "expected_count": {
-            "description": "Members (count mode) or distinct branches (branch mode) to wait for.",
-            "type": "integer",
-            "minimum": 1,
-        },
-        "timeout_ms": {
-            "description": "How long a group may stay open, from its first member.",
-            "type": "integer",
-            "minimum": 0,
-        },
-        "branch_by": {
-            "description": "Metadata key naming each member's branch; enables branch mode.",
-            "type": ["string", "null"],
-            "default": None,
-        },
-        "required": {
-            "description": "Branches that must all arrive (branch mode; overrides expected_count).",
-            "type": "array",
-            "items": {"type": "string"},
-            "default": [],
-        },
-        "on_timeout": {
-            "description": "An incomplete group at its timeout: fire (join what arrived) or "
-            "discard.",
-            "enum": ["fire", "discard"],
-            "default": "fire",
-        },
-        "ack": {
-            "description": "When members are acknowledged: on_join (with the joined message) "
-            "or on_receive.",
-            "enum": ["on_join", "on_receive"],
-            "default": "on_join",
-        },
-    },
-    "required": ["group_by", "expected_count", "timeout_ms"],
-    "additionalProperties": False,
-}
+
+class WeakJoinOptions(Options):
+    """Holds messages sharing the group_by metadata value until expected_count (or the
+    required branches) arrived, then hands out one joined JSON message."""
+
+    group_by: str = Field(min_length=1, description="Metadata key the members share.")
+    expected_count: int = Field(
+        ge=1,
+        description="Members (count mode) or distinct branches (branch mode) to wait for.",
+    )
+    timeout_ms: int = Field(
+        ge=0, description="How long a group may stay open, from its first member."
+    )
+    branch_by: str | None = Field(
+        None, description="Metadata key naming each member's branch; enables branch mode."
+    )
+    required: tuple[str, ...] = Field(
+        (),
+        description="Branches that must all arrive (branch mode; overrides expected_count).",
+    )
+    on_timeout: Literal["fire", "discard"] = Field(
+        "fire",
+        description="An incomplete group at its timeout: fire (join what arrived) or discard.",
+    )
+    ack: Literal["on_join", "on_receive"] = Field(
+        "on_join",
+        description="When members are acknowledged: on_join (with the joined message) "
+        "or on_receive.",
+    )
+
+
+OPTIONS = WeakJoinOptions
 
 #: A message ready to hand out, with the inner batches of the messages it stands for.
 Ready = tuple[Message, list[Pending]]
@@ -225,31 +215,19 @@ class WeakJoinInput(InputMiddleware):
             self._ready = [r for r in self._ready if not r[1] or not set(r[1]) <= failed]
 
 
-def _rule_from(options: Mapping[str, Any]) -> JoinRule:
-    group_by = options.get("group_by")
-    expected = options.get("expected_count")
-    timeout_ms = options.get("timeout_ms")
-    if not isinstance(group_by, str) or not group_by:
-        raise ConfigError(f"must be a metadata key, got {group_by!r}", "weak_join.group_by")
-    if not isinstance(expected, int) or expected < 1:
-        raise ConfigError(f"must be an integer >= 1, got {expected!r}", "weak_join.expected_count")
-    if not isinstance(timeout_ms, (int, float)) or timeout_ms < 0:
-        raise ConfigError(f"must be milliseconds >= 0, got {timeout_ms!r}", "weak_join.timeout_ms")
+def _rule_from(options: WeakJoinOptions) -> JoinRule:
     return JoinRule(
-        group_by=group_by,
-        expected_count=expected,
-        timeout=timeout_ms / 1000,
-        branch_by=options.get("branch_by"),
-        required=frozenset(options.get("required") or ()),
-        discard_on_timeout=options.get("on_timeout", "fire") == "discard",
+        group_by=options.group_by,
+        expected_count=options.expected_count,
+        timeout=options.timeout_ms / 1000,
+        branch_by=options.branch_by,
+        required=frozenset(options.required),
+        discard_on_timeout=options.on_timeout == "discard",
     )
 
 
 def wrap_input(
-    inner: InputEndpoint, options: Mapping[str, Any], context: BuildContext
+    inner: InputEndpoint, options: WeakJoinOptions, context: BuildContext
 ) -> InputEndpoint:
     """Wrap `inner` so messages sharing `group_by` are handed out joined."""
-    ack_mode = options.get("ack", "on_join")
-    if ack_mode not in ("on_join", "on_receive"):
-        raise ConfigError(f"must be on_join or on_receive, got {ack_mode!r}", "weak_join.ack")
-    return WeakJoinInput(inner, _rule_from(options), ack_mode == "on_receive")
+    return WeakJoinInput(inner, _rule_from(options), options.ack == "on_receive")

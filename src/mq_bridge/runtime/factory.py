@@ -18,10 +18,12 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
+from mq_bridge.config.declarations import parse_options
 from mq_bridge.endpoints.base import BuildContext, InputEndpoint, OutputEndpoint
 from mq_bridge.endpoints.registry import ENDPOINT_MODULES
 from mq_bridge.errors import ConfigError
 from mq_bridge.middleware.registry import MIDDLEWARE_MODULES
+from mq_bridge.runtime.knobs import source_metadata_enabled
 
 __all__ = ["build_input", "build_output", "new_context"]
 
@@ -35,7 +37,10 @@ def new_context(
 ) -> BuildContext:
     """A build context whose `build_output` builds nested endpoints (fanout, switch, dlq)."""
     context = BuildContext(
-        route_name=route_name, allow_fault_injection=allow_fault_injection, stopping=stopping
+        route_name=route_name,
+        allow_fault_injection=allow_fault_injection,
+        stopping=stopping,
+        source_metadata=source_metadata_enabled(),
     )
     context.build_output = lambda config: build_output(config, context)
     return context
@@ -68,7 +73,7 @@ def _build_endpoint(config: Mapping[str, Any], context: BuildContext, side: str)
     factory = getattr(module, f"build_{side}", None)
     if factory is None:
         raise ConfigError(f"the {name!r} endpoint cannot be used as an {side}", path=name)
-    return factory(options, context)
+    return factory(parse_options(module.OPTIONS, options, name), context)
 
 
 def _wrap_in_middleware(
@@ -82,7 +87,7 @@ def _wrap_in_middleware(
             raise ConfigError(
                 f"{mw_name!r} middleware only applies to {_OTHER_SIDE[side]}", "middlewares"
             )
-        endpoint = wrap(endpoint, mw_options, context)
+        endpoint = wrap(endpoint, parse_options(module.OPTIONS, mw_options, mw_name), context)
     return endpoint
 
 

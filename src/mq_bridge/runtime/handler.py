@@ -25,7 +25,7 @@ from typing import Any
 
 from mq_bridge.endpoints.base import OutputEndpoint
 from mq_bridge.errors import NonRetryableError, SendError
-from mq_bridge.message import Message, _dump_json
+from mq_bridge.message import Message, dump_json
 from mq_bridge.middleware.base import OutputMiddleware
 
 __all__ = ["Handler", "HandlerStage", "KindDispatcher", "to_output_message"]
@@ -38,7 +38,7 @@ def to_output_message(result: Any, source: Message) -> Message | None:
     kind = type(result)
     # Messages are immutable, so a result may share the source's metadata dict.
     if kind is dict or kind is list:  # the usual JSON results first: one type check
-        return Message._trusted(_dump_json(result), source._metadata, source._id)
+        return Message.trusted(dump_json(result), source.metadata_view, source.id_int)
     if result is None:
         return None
     if kind is Message or isinstance(result, Message):
@@ -50,13 +50,13 @@ def to_output_message(result: Any, source: Message) -> Message | None:
     elif kind is bytearray or kind is memoryview:
         payload = bytes(result)
     else:
-        payload = _dump_json(result)
-    return Message._trusted(payload, source._metadata, source._id)
+        payload = dump_json(result)
+    return Message.trusted(payload, source.metadata_view, source.id_int)
 
 
 def _keep_correlation(result: Message, source: Message) -> Message:
-    correlation_id = source._metadata.get("correlation_id")
-    if correlation_id is None or result._metadata.get("correlation_id") == correlation_id:
+    correlation_id = source.metadata_view.get("correlation_id")
+    if correlation_id is None or result.metadata_view.get("correlation_id") == correlation_id:
         return result
     return result.with_metadata(correlation_id=correlation_id)
 
@@ -73,7 +73,7 @@ class KindDispatcher:
         self._fallback = fallback
 
     def __call__(self, message: Message) -> Any:
-        kind = message._metadata.get("kind")
+        kind = message.metadata_view.get("kind")
         handler = self._handlers.get(kind) if kind is not None else None
         if handler is not None:
             return handler(message.json())

@@ -1,10 +1,11 @@
 """Environment knobs, read once when a route starts (see docs/design.md, "Runtime knobs").
 
-MQ_BRIDGE_PY_HANDLER_EXECUTOR     worker | direct      (default worker)
+MQ_BRIDGE_PY_HANDLER_EXECUTOR     worker | direct      (default direct: see docs/design.md)
 MQ_BRIDGE_PY_HANDLER_CONCURRENCY  max in-flight handler batches, 0 = no limit (CPU count)
 MQ_BRIDGE_PY_GC_MODE              default | count | off
 MQ_BRIDGE_PY_GC_THRESHOLD         messages between collections in count mode (100000)
 MQB_SOURCE_METADATA               1 adds source cursor fields (mqb.src.*) to metadata
+                                  (handed to endpoints as `BuildContext.source_metadata`)
 """
 
 from __future__ import annotations

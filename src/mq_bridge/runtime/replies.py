@@ -13,22 +13,21 @@ import threading
 
 from mq_bridge.message import Message
 
-__all__ = ["ReplyWaiter", "deliver_reply", "expect_reply"]
+__all__ = ["ReplyRegistry", "ReplyWaiter", "process_replies"]
 
 _log = logging.getLogger("mq_bridge.response")
-_lock = threading.Lock()
-_waiters: dict[str, ReplyWaiter] = {}
 
 
 class ReplyWaiter:
     """One outstanding request. Use as a context manager so it is always unregistered."""
 
-    __slots__ = ("_event", "correlation_id", "reply")
+    __slots__ = ("_event", "_registry", "correlation_id", "reply")
 
-    def __init__(self, correlation_id: str) -> None:
+    def __init__(self, correlation_id: str, registry: ReplyRegistry) -> None:
         self.correlation_id = correlation_id
         self.reply: Message | None = None
         self._event = threading.Event()
+        self._registry = registry
 
     def wait(self, timeout: float | None) -> Message | None:
         """The reply, or None when `timeout` seconds passed first."""
@@ -43,26 +42,43 @@ class ReplyWaiter:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        with _lock:
-            if _waiters.get(self.correlation_id) is self:
-                del _waiters[self.correlation_id]
+        self._registry.forget(self)
 
 
-def expect_reply(correlation_id: str) -> ReplyWaiter:
-    """Register interest in the reply carrying `correlation_id`."""
-    waiter = ReplyWaiter(correlation_id)
-    with _lock:
-        _waiters[correlation_id] = waiter
-    return waiter
+class ReplyRegistry:
+    """Requests waiting for their replies, by ``correlation_id``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiters: dict[str, ReplyWaiter] = {}
+
+    def expect(self, correlation_id: str) -> ReplyWaiter:
+        """Register interest in the reply carrying `correlation_id`."""
+        waiter = ReplyWaiter(correlation_id, self)
+        with self._lock:
+            self._waiters[correlation_id] = waiter
+        return waiter
+
+    def deliver(self, message: Message) -> bool:
+        """Hand `message` to the requester waiting for its ``correlation_id``; False if none."""
+        correlation_id = message.get("correlation_id")
+        with self._lock:
+            waiter = self._waiters.pop(correlation_id, None) if correlation_id else None
+        if waiter is None:
+            _log.debug("dropping reply %s: no requester is waiting for it", correlation_id)
+            return False
+        waiter.complete(message)
+        return True
+
+    def forget(self, waiter: ReplyWaiter) -> None:
+        with self._lock:
+            if self._waiters.get(waiter.correlation_id) is waiter:
+                del self._waiters[waiter.correlation_id]
 
 
-def deliver_reply(message: Message) -> bool:
-    """Hand `message` to the requester waiting for its ``correlation_id``; False if none."""
-    correlation_id = message.get("correlation_id")
-    with _lock:
-        waiter = _waiters.pop(correlation_id, None) if correlation_id else None
-    if waiter is None:
-        _log.debug("dropping reply %s: no requester is waiting for it", correlation_id)
-        return False
-    waiter.complete(message)
-    return True
+_PROCESS_REPLIES = ReplyRegistry()
+
+
+def process_replies() -> ReplyRegistry:
+    """The registry every route, publisher and consumer of this process shares."""
+    return _PROCESS_REPLIES

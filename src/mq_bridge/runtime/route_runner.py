@@ -24,10 +24,10 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from mq_bridge.runtime.delivery import Deliverer
-from mq_bridge.runtime.gc_policy import GcPolicy
 from mq_bridge.endpoints.base import Batch, InputEndpoint
 from mq_bridge.errors import is_retriable
+from mq_bridge.runtime.delivery import Deliverer
+from mq_bridge.runtime.gc_policy import GcPolicy
 
 __all__ = ["RouteRunner", "RunnerSettings"]
 

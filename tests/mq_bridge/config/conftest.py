@@ -8,95 +8,81 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any
+from typing import Literal
 
 import pytest
+from pydantic import BaseModel, Field
 
+from mq_bridge.config.declarations import EndpointRef, Options
 from mq_bridge.endpoints.registry import ENDPOINT_MODULES
 from mq_bridge.middleware.registry import MIDDLEWARE_MODULES
 
 
-def _module(name: str, doc: str, schema: dict[str, Any], *functions: str) -> types.ModuleType:
+def _module(name: str, doc: str, options: type[BaseModel], *functions: str) -> types.ModuleType:
     module = types.ModuleType(name, doc)
-    module.SCHEMA = schema  # type: ignore[attr-defined]
+    module.OPTIONS = options  # type: ignore[attr-defined]
     for function in functions:
         setattr(module, function, lambda options, context: None)
     return module
+
+
+class SourceOptions(Options):
+    queue: str = Field(min_length=1)
+    prefetch: int = Field(10, ge=1)
+    password: str | None = None
+    durable: bool = True
+    ratio: float = 0.5
+
+
+class LabelText(Options):
+    text: str
+
+
+class SinkOptions(Options):
+    mode: Literal["append", "replace"] = "append"
+    copies: list[EndpointRef] = Field(default_factory=list)
+    fallback: EndpointRef | None = None
+    label: str | LabelText | None = None
+
+
+class BothOptions(Options):
+    pass
+
+
+class StampOptions(Options):
+    label: str = "x"
+
+
+class GuardOptions(Options):
+    limit: int = Field(3, ge=0)
 
 
 FAKES = {
     "endpoint": {
         # input-only, with a required option, a bounded one and defaults
         "source": _module(
-            "fake_source",
-            "source: a fake input-only endpoint.",
-            {
-                "type": "object",
-                "properties": {
-                    "queue": {"type": "string", "minLength": 1},
-                    "prefetch": {"type": "integer", "minimum": 1, "default": 10},
-                    "password": {"type": "string"},
-                    "durable": {"type": "boolean", "default": True},
-                    "ratio": {"type": "number", "default": 0.5},
-                },
-                "required": ["queue"],
-                "additionalProperties": False,
-            },
-            "build_input",
+            "fake_source", "source: a fake input-only endpoint.", SourceOptions, "build_input"
         ),
         # output-only, holding nested endpoints like fanout
         "sink": _module(
-            "fake_sink",
-            "sink: a fake output-only endpoint.",
-            {
-                "type": "object",
-                "properties": {
-                    "mode": {"enum": ["append", "replace"], "default": "append"},
-                    "copies": {"type": "array", "items": {"$ref": "#/$defs/Endpoint"}},
-                    "fallback": {"anyOf": [{"$ref": "#/$defs/Endpoint"}, {"type": "null"}]},
-                    "label": {
-                        "oneOf": [
-                            {"type": "string"},
-                            {
-                                "type": "object",
-                                "properties": {"text": {"type": "string"}},
-                                "required": ["text"],
-                                "additionalProperties": False,
-                            },
-                        ]
-                    },
-                },
-                "additionalProperties": False,
-            },
-            "build_output",
+            "fake_sink", "sink: a fake output-only endpoint.", SinkOptions, "build_output"
         ),
         "both": _module(
             "fake_both",
             "both: a fake endpoint usable either way.",
-            {"type": ["object", "null"], "additionalProperties": False},
+            BothOptions,
             "build_input",
             "build_output",
         ),
     },
     "middleware": {
         "stamp": _module(
-            "fake_stamp",
-            "stamp: a fake output-only middleware.",
-            {
-                "type": "object",
-                "properties": {"label": {"type": "string", "default": "x"}},
-                "additionalProperties": False,
-            },
-            "wrap_output",
+            "fake_stamp", "stamp: a fake output-only middleware.", StampOptions, "wrap_output"
         ),
         "guard": _module(
             "fake_guard",
             "guard: a fake middleware for both sides.",
-            {
-                "type": "object",
-                "properties": {"limit": {"type": "integer", "minimum": 0, "default": 3}},
-                "additionalProperties": False,
-            },
+            GuardOptions,
             "wrap_input",
             "wrap_output",
         ),

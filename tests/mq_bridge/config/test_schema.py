@@ -8,9 +8,11 @@ import types
 
 import pytest
 from jsonschema import Draft202012Validator
+from pydantic import BaseModel, ConfigDict
 
 from mq_bridge import config_schema as public_config_schema
 from mq_bridge.config import config_schema
+from mq_bridge.config.declarations import Options
 from mq_bridge.config.schema import endpoints, middlewares
 from mq_bridge.endpoints.registry import ENDPOINT_MODULES
 from mq_bridge.middleware.registry import MIDDLEWARE_MODULES
@@ -26,10 +28,15 @@ def test_is_a_valid_draft_2020_12_schema_with_every_registered_module() -> None:
     json.dumps(schema)  # can be written to a file for editors
 
 
-def test_every_registered_module_declares_a_valid_schema() -> None:
+def test_every_registered_module_declares_its_options_once() -> None:
+    """The declaration (OPTIONS) is the only source: no hand-written SCHEMA beside it."""
+    schema = config_schema()
     for plugin in [*endpoints().values(), *middlewares().values()]:
-        assert hasattr(plugin.module, "SCHEMA"), plugin.name
-        Draft202012Validator.check_schema(plugin.module.SCHEMA)
+        assert issubclass(plugin.options, BaseModel), plugin.name
+        assert not hasattr(plugin.module, "SCHEMA"), plugin.name
+        Draft202012Validator.check_schema(plugin.schema)
+        published = schema["$defs"][plugin.def_name]
+        assert published == {**published, **plugin.schema}, plugin.name  # generated from it
         assert plugin.can_input or plugin.can_output, plugin.name
 
 
@@ -96,7 +103,11 @@ def test_a_module_that_fails_to_import_is_named(monkeypatch: pytest.MonkeyPatch)
 @pytest.mark.usefixtures("fakes")
 def test_two_modules_may_not_claim_the_same_def_name(monkeypatch: pytest.MonkeyPatch) -> None:
     twin = types.ModuleType("fake_twin")
-    twin.SCHEMA = {"title": "SourceConfig", "type": "object"}  # type: ignore[attr-defined]
+
+    class TwinOptions(Options):
+        model_config = ConfigDict(title="SourceConfig")
+
+    twin.OPTIONS = TwinOptions  # type: ignore[attr-defined]
     twin.build_output = lambda options, context: None  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "fake_twin", twin)
     monkeypatch.setitem(ENDPOINT_MODULES, "twin", "fake_twin")

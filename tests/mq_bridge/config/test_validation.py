@@ -144,7 +144,7 @@ def test_the_message_lists_every_problem() -> None:
 
 def test_secret_values_never_appear_in_errors() -> None:
     problem = one_problem({"input": {"source": {"queue": "q", "password": 123456789}}})
-    assert problem == "routes.orders.input.source.password: must be a string, got <hidden>"
+    assert problem == "routes.orders.input.source.password: must be a string or null, got <hidden>"
     problem = one_problem({"input": {"source": {"queue": "q", "prefetch": "amqp://u:hunter2@h"}}})
     assert "hunter2" not in problem
     assert "amqp://u:***@h" in problem
@@ -169,7 +169,7 @@ def test_endpoint_defaults_and_nested_defaults_are_filled() -> None:
     }
     assert route["input"]["middlewares"] == [{"guard": {"limit": 3}}]
     copy = route["output"]["sink"]["copies"][0]
-    assert copy == {"both": None, "middlewares": [{"stamp": {"label": "x"}}]}
+    assert copy == {"both": {}, "middlewares": [{"stamp": {"label": "x"}}]}
     assert route["output"]["sink"]["mode"] == "append"
 
 
@@ -218,7 +218,7 @@ def test_alternatives_report_the_branch_that_fits_the_value() -> None:
         "routes.orders.output.sink.label.txt: unknown option; did you mean 'text'?",
     ]
     assert one_problem({"input": {"both": {}}, "output": {"sink": {"label": 5}}}) == (
-        "routes.orders.output.sink.label: must be a string or a mapping, got 5"
+        "routes.orders.output.sink.label: must be a string, a mapping or null, got 5"
     )
 
 

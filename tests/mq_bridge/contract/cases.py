@@ -31,6 +31,9 @@ class ContractCase:
     redelivers_on_nack: bool = True
     #: a bounded source (a file) sets `exhausted` once everything was handed out
     bounded: bool = False
+    #: run after the test, even a failed one: deletes what the case created on a shared broker
+    #: (a stream, queue or topic); see broker_cases.py
+    cleanup: Callable[[], None] | None = None
 
 
 def memory_case(tmp_path: Path) -> ContractCase:

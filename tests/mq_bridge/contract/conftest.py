@@ -11,4 +11,7 @@ from tests.mq_bridge.contract.cases import CASES, MARKS, ContractCase
 
 @pytest.fixture(params=[pytest.param(name, marks=MARKS.get(name, [])) for name in CASES])
 def case(request: pytest.FixtureRequest, tmp_path: Path) -> ContractCase:
-    return CASES[request.param](tmp_path)
+    built = CASES[request.param](tmp_path)
+    if built.cleanup is not None:
+        request.addfinalizer(built.cleanup)
+    return built

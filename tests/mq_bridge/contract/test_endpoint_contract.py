@@ -8,8 +8,8 @@ import time
 import pytest
 
 from mq_bridge import Message
-from mq_bridge.runtime.factory import build_input, build_output, new_context
 from mq_bridge.endpoints.base import Batch, InputEndpoint, OutputEndpoint
+from mq_bridge.runtime.factory import build_input, build_output, new_context
 from tests.mq_bridge.contract.cases import ContractCase
 
 STATUS_KEYS = {"healthy", "target", "pending", "capacity", "error", "details"}

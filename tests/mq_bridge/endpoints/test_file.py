@@ -10,22 +10,30 @@ from typing import Any
 
 import pytest
 
+from mq_bridge.config.declarations import parse_options
 from mq_bridge.endpoints.base import BuildContext
-from mq_bridge.endpoints.file import FileInput, FileOutput, build_input, build_output
+from mq_bridge.endpoints.file import build_input, build_output
+from mq_bridge.endpoints.file.input import FileInput
+from mq_bridge.endpoints.file.options import FileOptions
+from mq_bridge.endpoints.file.output import FileOutput
 from mq_bridge.errors import ConfigError, SendError
 from mq_bridge.message import Message
 
 CONTEXT = BuildContext(route_name="test")
 
 
+def file_options(path: Path, **options: Any) -> FileOptions:
+    return parse_options(FileOptions, {"path": str(path), **options}, "file")
+
+
 def writer(path: Path, **options: Any) -> FileOutput:
-    output = build_output({"path": str(path), **options}, CONTEXT)
+    output = build_output(file_options(path, **options), CONTEXT)
     output.connect()
     return output
 
 
-def reader(path: Path, **options: Any) -> FileInput:
-    source = build_input({"path": str(path), **options}, CONTEXT)
+def reader(path: Path, context: BuildContext = CONTEXT, **options: Any) -> FileInput:
+    source = build_input(file_options(path, **options), context)
     source.connect()
     return source
 
@@ -315,7 +323,7 @@ def test_a_publisher_collected_without_close_still_writes_its_buffer(tmp_path: P
 )
 def test_bad_options_name_the_field(tmp_path: Path, options: dict[str, Any], field: str) -> None:
     with pytest.raises(ConfigError, match=field):
-        build_input({"path": str(tmp_path / "x.log"), **options}, CONTEXT)
+        build_input(file_options(tmp_path / "x.log", **options), CONTEXT)
 
 
 def test_use_after_close_raises_closed(tmp_path: Path) -> None:
@@ -325,11 +333,10 @@ def test_use_after_close_raises_closed(tmp_path: Path) -> None:
         output.send_one(Message(b"x"))
 
 
-def test_source_metadata_names_the_file_and_offset_when_asked(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("MQB_SOURCE_METADATA", "1")
+def test_source_metadata_names_the_file_and_offset_when_asked(tmp_path: Path) -> None:
     path = tmp_path / "src.log"
     path.write_bytes(b"ab\nnot an envelope\ncd\n")
-    source = reader(path, format="raw")
+    source = reader(path, BuildContext(route_name="test", source_metadata=True), format="raw")
     got = [m.metadata for m in source.receive(10, 1.0).messages]
     source.close()
     assert [m["mqb.src.file_offset"] for m in got] == ["0", "3", "19"]
@@ -341,7 +348,7 @@ def test_source_metadata_names_the_file_and_offset_when_asked(tmp_path: Path, mo
         file.write(b"garbage\n")  # a record that cannot be decoded
     output.send(messages(b"two"))
     output.close()
-    source = reader(path)
+    source = reader(path, BuildContext(route_name="test", source_metadata=True))
     got = [m.metadata["mqb.src.file_offset"] for m in source.receive(10, 1.0).messages]
     source.close()
     second = path.read_bytes().index(b"garbage\n") + len(b"garbage\n")

@@ -94,8 +94,8 @@ def test_the_drainer_counts_what_it_took_and_gives_up_after_its_timeout():
 
 
 def test_try_send_one_takes_a_message_only_when_there_is_room():
-    from mq_bridge.runtime.factory import build_output, new_context
     from mq_bridge.errors import ClosedError
+    from mq_bridge.runtime.factory import build_output, new_context
 
     topic = unique("try")
     output = build_output({"memory": {"topic": topic, "capacity": 1}}, new_context("t"))

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from mq_bridge import Consumer, Message, Publisher, Route
-from mq_bridge.runtime.factory import build_input, build_output, new_context
-from mq_bridge.endpoints.twain import TwainInput
+from mq_bridge.endpoints.twain.input import TwainInput
 from mq_bridge.errors import ConfigError, EndpointError, SendError
+from mq_bridge.runtime.factory import build_input, build_output, new_context
 from twainmq import Twain
 from twainmq.groups import list_groups
 

@@ -4,8 +4,10 @@ import threading
 
 import pytest
 
+from mq_bridge.config.declarations import parse_options
 from mq_bridge.errors import ConfigError, NonRetryableError, SendError
 from mq_bridge.middleware import buffer
+from mq_bridge.middleware.buffer import BufferOptions
 
 from .endpoints import ListOutput, context_with, numbered
 
@@ -13,7 +15,7 @@ from .endpoints import ListOutput, context_with, numbered
 def test_concurrent_sends_go_out_as_one_batch_and_each_returns_when_delivered():
     output = ListOutput()
     wrapped = buffer.wrap_output(
-        output, {"max_messages": 4, "max_delay_ms": 60_000}, context_with({})
+        output, BufferOptions(max_messages=4, max_delay_ms=60_000), context_with({})
     )
     returned: list[int] = []
 
@@ -32,7 +34,9 @@ def test_concurrent_sends_go_out_as_one_batch_and_each_returns_when_delivered():
 
 def test_a_lone_send_goes_out_after_max_delay():
     output = ListOutput()
-    wrapped = buffer.wrap_output(output, {"max_messages": 100, "max_delay_ms": 1}, context_with({}))
+    wrapped = buffer.wrap_output(
+        output, BufferOptions(max_messages=100, max_delay_ms=1), context_with({})
+    )
     wrapped.send(numbered(3))
     wrapped.send(numbered(2))
     assert output.calls == 2 and len(output.sent) == 5
@@ -41,7 +45,7 @@ def test_a_lone_send_goes_out_after_max_delay():
 def test_each_sender_gets_its_own_failures_indexed_into_its_own_batch():
     output = ListOutput(lambda m, a: NonRetryableError("bad") if m.get("bad") else None)
     wrapped = buffer.wrap_output(
-        output, {"max_messages": 4, "max_delay_ms": 60_000}, context_with({})
+        output, BufferOptions(max_messages=4, max_delay_ms=60_000), context_with({})
     )
     good, bad = numbered(2), [m.with_metadata(bad="yes") for m in numbered(2)]
     bad[0] = bad[0].with_metadata(bad="")
@@ -66,7 +70,7 @@ def test_each_sender_gets_its_own_failures_indexed_into_its_own_batch():
 def test_flush_sends_what_is_waiting_at_once():
     output = ListOutput()
     wrapped = buffer.wrap_output(
-        output, {"max_messages": 100, "max_delay_ms": 600_000}, context_with({})
+        output, BufferOptions(max_messages=100, max_delay_ms=600_000), context_with({})
     )
     sender = threading.Thread(target=wrapped.send, args=(numbered(2),))
     sender.start()
@@ -79,4 +83,5 @@ def test_flush_sends_what_is_waiting_at_once():
 
 def test_bad_options_name_the_field():
     with pytest.raises(ConfigError, match=r"buffer\.max_messages"):
-        buffer.wrap_output(ListOutput(), {"max_messages": 0, "max_delay_ms": 1}, context_with({}))
+        options = parse_options(BufferOptions, {"max_messages": 0, "max_delay_ms": 1}, "buffer")
+        buffer.wrap_output(ListOutput(), options, context_with({}))

@@ -7,16 +7,19 @@ import textwrap
 
 import pytest
 
+from mq_bridge.config.declarations import parse_options
 from mq_bridge.errors import ConfigError, RetryableError, SendError
 from mq_bridge.message import Message
 from mq_bridge.middleware import deduplication
 from mq_bridge.middleware._seen_ids import open_seen_ids
+from mq_bridge.middleware.deduplication import DeduplicationOptions
 
 from .endpoints import ListInput, ListOutput, context_with, numbered
 
 
-def options(tmp_path, **more):
-    return {"ttl_seconds": 3600, "store": f"sqlite://{tmp_path}/dedup.db", **more}
+def options(tmp_path, **more) -> DeduplicationOptions:
+    settings = {"ttl_seconds": 3600, "store": f"sqlite://{tmp_path}/dedup.db", **more}
+    return parse_options(DeduplicationOptions, settings, "deduplication")
 
 
 def test_output_sends_each_id_once(tmp_path):
@@ -146,4 +149,5 @@ def test_bad_options_name_the_field(tmp_path):
     with pytest.raises(ConfigError, match=r"deduplication\.key"):
         deduplication.wrap_output(ListOutput(), options(tmp_path, key="payload"), context_with({}))
     with pytest.raises(ConfigError, match=r"deduplication\.ttl_seconds"):
-        deduplication.wrap_output(ListOutput(), {"ttl_seconds": 0}, context_with({}))
+        no_ttl = parse_options(DeduplicationOptions, {"ttl_seconds": 0}, "deduplication")
+        deduplication.wrap_output(ListOutput(), no_ttl, context_with({}))

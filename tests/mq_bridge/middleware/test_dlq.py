@@ -4,16 +4,20 @@ import datetime
 
 import pytest
 
+from mq_bridge.config.declarations import parse_options
 from mq_bridge.endpoints.base import BuildContext
 from mq_bridge.errors import ConfigError, NonRetryableError, RetryableError, SendError
 from mq_bridge.middleware import dlq, retry
-from mq_bridge.middleware.dlq import DeadLetterFailedError
+from mq_bridge.middleware.dlq import DeadLetterFailedError, DeadLetterOptions
+from mq_bridge.middleware.retry import RetryOptions
 
 from .endpoints import ListOutput, context_with, numbered
 
+TO_DEAD = DeadLetterOptions(endpoint={"list": "dead"})
+
 
 def build(inner: ListOutput, dead: ListOutput):
-    return dlq.wrap_output(inner, {"endpoint": {"list": "dead"}}, context_with({"dead": dead}))
+    return dlq.wrap_output(inner, TO_DEAD, context_with({"dead": dead}))
 
 
 def test_non_retriable_failures_are_dead_lettered_with_the_reason_and_the_batch_is_handled():
@@ -55,8 +59,8 @@ def test_with_retry_inside_it_gets_the_attempt_count_and_the_original_error():
     inner = ListOutput(lambda m, a: RetryableError("still down"))
     dead = ListOutput()
     context = context_with({"dead": dead})
-    retried = retry.wrap_output(inner, {"max_attempts": 3, "initial_interval_ms": 1}, context)
-    dlq.wrap_output(retried, {"endpoint": {"list": "dead"}}, context).send(numbered(1))
+    retried = retry.wrap_output(inner, RetryOptions(max_attempts=3, initial_interval_ms=1), context)
+    dlq.wrap_output(retried, TO_DEAD, context).send(numbered(1))
     (letter,) = dead.sent
     assert letter.metadata["mqb.dlq.attempts"] == "3"
     assert letter.metadata["mqb.dlq.error"] == "still down"
@@ -81,6 +85,8 @@ def test_close_closes_both_endpoints():
 
 def test_a_missing_endpoint_is_a_config_error():
     with pytest.raises(ConfigError, match=r"dlq\.endpoint"):
-        dlq.wrap_output(ListOutput(), {"endpoint": {}}, context_with({}))
+        no_endpoint = parse_options(DeadLetterOptions, {"endpoint": {}}, "dlq")
+        dlq.wrap_output(ListOutput(), no_endpoint, context_with({}))
     with pytest.raises(ConfigError, match=r"dlq\.endpoint"):
-        dlq.wrap_output(ListOutput(), {"endpoint": {"x": 1}}, BuildContext(route_name="r"))
+        unbuildable = DeadLetterOptions(endpoint={"x": 1})
+        dlq.wrap_output(ListOutput(), unbuildable, BuildContext(route_name="r"))

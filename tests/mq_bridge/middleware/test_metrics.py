@@ -4,7 +4,7 @@ import pytest
 
 from mq_bridge.errors import NonRetryableError, SendError
 from mq_bridge.middleware import metrics
-from mq_bridge.middleware.metrics import METRICS, Latency, metrics_snapshot
+from mq_bridge.middleware.metrics import METRICS, Latency, MetricsOptions, metrics_snapshot
 
 from .endpoints import ListInput, ListOutput, context_with, numbered
 
@@ -18,7 +18,7 @@ def fresh_registry():
 
 def test_output_counts_messages_failures_and_latency():
     output = ListOutput(lambda m, a: NonRetryableError("x") if m.json()["n"] == 0 else None)
-    wrapped = metrics.wrap_output(output, {}, context_with({}))
+    wrapped = metrics.wrap_output(output, MetricsOptions(), context_with({}))
     wrapped.send(numbered(3)[1:])
     with pytest.raises(SendError):
         wrapped.send(numbered(4))
@@ -30,7 +30,7 @@ def test_output_counts_messages_failures_and_latency():
 
 def test_input_counts_handed_out_acked_and_nacked():
     source = ListInput(numbered(5))
-    wrapped = metrics.wrap_input(source, {}, context_with({}))
+    wrapped = metrics.wrap_input(source, MetricsOptions(), context_with({}))
     wrapped.ack(wrapped.receive(3, 0))
     wrapped.nack(wrapped.receive(3, 0))
     figures = metrics_snapshot()["orders"]["input"]["list-input"]
@@ -52,7 +52,7 @@ def test_quantiles_are_bucket_bounds_near_the_samples():
 
 def test_equal_routes_and_endpoints_share_one_series_and_reset_clears():
     for _ in range(2):
-        metrics.wrap_output(ListOutput(), {}, context_with({})).send(numbered(2))
+        metrics.wrap_output(ListOutput(), MetricsOptions(), context_with({})).send(numbered(2))
     assert metrics_snapshot()["orders"]["output"]["list-output"]["messages"] == 4
     METRICS.reset()
     assert metrics_snapshot() == {}

@@ -7,9 +7,11 @@ import time
 
 import pytest
 
+from mq_bridge.config.declarations import parse_options
 from mq_bridge.errors import ConfigError
 from mq_bridge.middleware import delay, limiter
-from mq_bridge.middleware.limiter import Pacer
+from mq_bridge.middleware.delay import DelayOptions
+from mq_bridge.middleware.limiter import LimiterOptions, Pacer
 
 from .endpoints import ListInput, ListOutput, context_with, numbered
 
@@ -34,7 +36,7 @@ def test_pacer_gives_each_message_its_share_of_a_second():
 
 def test_limiter_output_sends_everything_paced():
     output = ListOutput()
-    wrapped = limiter.wrap_output(output, {"messages_per_second": 200}, context_with({}))
+    wrapped = limiter.wrap_output(output, LimiterOptions(messages_per_second=200), context_with({}))
     started = time.monotonic()
     for message in numbered(10):
         wrapped.send([message])
@@ -45,7 +47,7 @@ def test_limiter_output_sends_everything_paced():
 def test_limiter_input_hands_out_everything():
     messages = numbered(4)
     wrapped = limiter.wrap_input(
-        ListInput(messages), {"messages_per_second": 1000}, context_with({})
+        ListInput(messages), LimiterOptions(messages_per_second=1000), context_with({})
     )
     received = [m for _ in range(4) for m in wrapped.receive(1, 0).messages]
     assert received == messages
@@ -53,7 +55,7 @@ def test_limiter_input_hands_out_everything():
 
 def test_delay_output_waits_before_each_send():
     output = ListOutput()
-    wrapped = delay.wrap_output(output, {"delay_ms": 20}, context_with({}))
+    wrapped = delay.wrap_output(output, DelayOptions(delay_ms=20), context_with({}))
     started = time.monotonic()
     wrapped.send(numbered(2))
     assert time.monotonic() - started >= 0.02 and len(output.sent) == 2
@@ -61,7 +63,7 @@ def test_delay_output_waits_before_each_send():
 
 def test_delay_input_holds_only_non_empty_batches():
     source = ListInput(numbered(1))
-    wrapped = delay.wrap_input(source, {"delay_ms": 20}, context_with({}))
+    wrapped = delay.wrap_input(source, DelayOptions(delay_ms=20), context_with({}))
     started = time.monotonic()
     assert len(wrapped.receive(10, 0)) == 1
     assert time.monotonic() - started >= 0.02
@@ -69,7 +71,7 @@ def test_delay_input_holds_only_non_empty_batches():
 
 def test_close_ends_a_long_delay_so_shutdown_is_not_held_up():
     output = ListOutput()
-    wrapped = delay.wrap_output(output, {"delay_ms": 600_000}, context_with({}))
+    wrapped = delay.wrap_output(output, DelayOptions(delay_ms=600_000), context_with({}))
     sender = threading.Thread(target=wrapped.send, args=(numbered(1),))
     sender.start()
     wrapped.close()
@@ -78,7 +80,9 @@ def test_close_ends_a_long_delay_so_shutdown_is_not_held_up():
 
 
 def test_interrupt_ends_a_long_input_delay():
-    wrapped = delay.wrap_input(ListInput(numbered(1)), {"delay_ms": 600_000}, context_with({}))
+    wrapped = delay.wrap_input(
+        ListInput(numbered(1)), DelayOptions(delay_ms=600_000), context_with({})
+    )
     got: list[int] = []
     receiver = threading.Thread(target=lambda: got.append(len(wrapped.receive(1, 0))))
     receiver.start()
@@ -98,5 +102,8 @@ def test_interrupt_ends_a_long_input_delay():
     ],
 )
 def test_bad_options_name_the_field(module, options, field):
+    name = module.__name__.rsplit(".", 1)[-1]
     with pytest.raises(ConfigError, match=field):
-        module.wrap_output(ListOutput(), options, context_with({}))
+        module.wrap_output(
+            ListOutput(), parse_options(module.OPTIONS, options, name), context_with({})
+        )

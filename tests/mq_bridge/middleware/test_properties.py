@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from mq_bridge.errors import NonRetryableError, RetryableError, SendError
 from mq_bridge.middleware import retry
 from mq_bridge.middleware._ordered_acks import OrderedAcks
+from mq_bridge.middleware.retry import RetryOptions
 
 from .endpoints import ListInput, ListOutput, context_with, numbered
 
@@ -45,7 +46,7 @@ def test_retry_delivers_or_reports_each_message_exactly_once_at_its_index(plan, 
         return None
 
     output = ListOutput(fail)
-    options = {"max_attempts": attempts, "initial_interval_ms": 0, "max_interval_ms": 0}
+    options = RetryOptions(max_attempts=attempts, initial_interval_ms=0, max_interval_ms=0)
     failures: dict[int, BaseException] = {}
     try:
         retry.wrap_output(output, options, context_with({})).send(messages)

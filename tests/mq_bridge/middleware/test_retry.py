@@ -5,6 +5,7 @@ import threading
 
 import pytest
 
+from mq_bridge.config.declarations import parse_options
 from mq_bridge.errors import (
     ConfigError,
     EndpointUnavailableError,
@@ -13,7 +14,8 @@ from mq_bridge.errors import (
     SendError,
 )
 from mq_bridge.middleware import dlq, retry
-from mq_bridge.middleware.retry import Backoff, RetriesExhaustedError
+from mq_bridge.middleware.dlq import DeadLetterOptions
+from mq_bridge.middleware.retry import Backoff, RetriesExhaustedError, RetryOptions
 
 from .endpoints import ListOutput, context_with, numbered
 
@@ -21,7 +23,8 @@ FAST = {"initial_interval_ms": 1, "max_interval_ms": 2}
 
 
 def wrap(output: ListOutput, **options: object):
-    return retry.wrap_output(output, {**FAST, **options}, context_with({}))
+    parsed = parse_options(RetryOptions, {**FAST, **options}, "retry")
+    return retry.wrap_output(output, parsed, context_with({}))
 
 
 def test_retriable_failures_are_retried_until_they_pass() -> None:
@@ -84,9 +87,8 @@ def test_jitter_only_shortens_the_wait_by_up_to_its_fraction() -> None:
 
 def test_closing_during_a_backoff_hands_messages_back_still_retriable() -> None:
     output = ListOutput(lambda m, a: RetryableError("busy"))
-    wrapped = retry.wrap_output(
-        output, {"initial_interval_ms": 60_000, "max_interval_ms": 60_000}, context_with({})
-    )
+    slow = RetryOptions(initial_interval_ms=60_000, max_interval_ms=60_000)
+    wrapped = retry.wrap_output(output, slow, context_with({}))
     wrapped.close()
     with pytest.raises(SendError) as raised:
         wrapped.send(numbered(1))
@@ -94,23 +96,24 @@ def test_closing_during_a_backoff_hands_messages_back_still_retriable() -> None:
 
 
 def test_bad_intervals_are_a_config_error_naming_the_option() -> None:
-    with pytest.raises(ConfigError, match=r"retry\.max_interval_ms"):
+    problem = r"^retry: max_interval_ms \(100\) is below initial_interval_ms \(500\)$"
+    with pytest.raises(ConfigError, match=problem):
         wrap(ListOutput(), initial_interval_ms=500, max_interval_ms=100)
 
 
 def test_retry_outside_a_dlq_is_refused_with_the_right_order() -> None:
     dead = ListOutput()
     context = context_with({"dead": dead})
-    inner = dlq.wrap_output(ListOutput(), {"endpoint": {"list": "dead"}}, context)
+    inner = dlq.wrap_output(ListOutput(), DeadLetterOptions(endpoint={"list": "dead"}), context)
     with pytest.raises(ConfigError, match=r"\[dlq, retry\]"):
-        retry.wrap_output(inner, {}, context)
+        retry.wrap_output(inner, RetryOptions(), context)
 
 
 def test_the_routes_stop_event_ends_a_backoff_and_hands_messages_back_retriable() -> None:
     context = context_with({})
     context.stopping = threading.Event()  # type: ignore[attr-defined]
     output = ListOutput(lambda m, a: RetryableError("busy"))
-    slow = {"initial_interval_ms": 600_000, "max_interval_ms": 600_000}
+    slow = RetryOptions(initial_interval_ms=600_000, max_interval_ms=600_000)
     wrapped = retry.wrap_output(output, slow, context)
     outcome: list[SendError] = []
 

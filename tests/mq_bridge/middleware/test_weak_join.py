@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import pytest
 
+from mq_bridge.config.declarations import parse_options
 from mq_bridge.errors import ConfigError
 from mq_bridge.message import Message
 from mq_bridge.middleware import weak_join
+from mq_bridge.middleware.weak_join import WeakJoinOptions
 
 from .endpoints import ListInput, context_with
 
@@ -17,7 +19,8 @@ def member(key: str | None, value, **metadata: str) -> Message:
 
 def join(source: ListInput, **options):
     settings = {"group_by": "correlation_id", "expected_count": 2, "timeout_ms": 60_000}
-    return weak_join.wrap_input(source, {**settings, **options}, context_with({}))
+    parsed = parse_options(WeakJoinOptions, {**settings, **options}, "weak_join")
+    return weak_join.wrap_input(source, parsed, context_with({}))
 
 
 def test_count_mode_joins_members_into_a_json_array_and_passes_others_through():

@@ -11,20 +11,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 
+from mq_bridge.config.declarations import Options
 from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint
 from mq_bridge.endpoints.registry import ENDPOINT_MODULES
 from mq_bridge.message import Message
 
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"name": {"type": "string"}},
-    "required": ["name"],
-    "additionalProperties": False,
-}
+
+class ScriptedOptions(Options):
+    name: str
+
+
+OPTIONS = ScriptedOptions
 
 SCRIPTS: dict[str, Script] = {}
 
@@ -90,8 +90,8 @@ class ScriptedInput(InputEndpoint):
         self.script.closes += 1
 
 
-def build_input(options: dict[str, Any], context: BuildContext) -> ScriptedInput:
-    return ScriptedInput(SCRIPTS[options["name"]])
+def build_input(options: ScriptedOptions, context: BuildContext) -> ScriptedInput:
+    return ScriptedInput(SCRIPTS[options.name])
 
 
 @pytest.fixture

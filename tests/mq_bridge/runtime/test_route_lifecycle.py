@@ -9,7 +9,7 @@ import time
 import pytest
 
 from mq_bridge import Message, Publisher, Route
-from mq_bridge.errors import ConfigError, EndpointUnavailableError
+from mq_bridge.errors import ConfigError, EndpointError, EndpointUnavailableError
 from tests.mq_bridge.helpers import read, unique, wait_until
 from tests.mq_bridge.runtime.scripted import Script
 
@@ -52,8 +52,10 @@ def test_run_blocks_until_stop_is_called_from_another_thread():
 def test_config_errors_raise_from_the_constructor_or_start_not_a_background_thread():
     with pytest.raises(ConfigError, match="capacity"):
         Route.from_config({"input": {"memory": {"topic": "t", "capacity": -1}}})
-    route = Route.from_config({"input": {"memory": {"url": "ipc://elsewhere"}}})
-    with pytest.raises(ConfigError, match="memory://"):
+    with pytest.raises(ConfigError, match=r"input\.memory\.url: only memory://"):
+        Route.from_config({"input": {"memory": {"url": "ipc://elsewhere"}}})
+    route = Route.from_config({"input": {"twain": {"root": "/dev/null/x", "topic": "t"}}})
+    with pytest.raises(EndpointError, match="cannot open the store"):
         route.start()
     assert not route.running
 

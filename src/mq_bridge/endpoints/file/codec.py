@@ -74,7 +74,7 @@ FORMATS: dict[str, str] = {
     "payload": "raw",
 }
 
-_trusted = Message._trusted
+_trusted = Message.trusted
 
 
 def format_name(name: str) -> str:
@@ -104,7 +104,7 @@ def encode_records(
 
 def encode_record(message: Message, fmt: str, delimiter: bytes) -> bytes:
     """One message's record followed by the delimiter; ValueError when it cannot be framed."""
-    record = message._payload if fmt == "raw" else _ENVELOPE_ENCODERS[fmt](message)
+    record = message.payload if fmt == "raw" else _ENVELOPE_ENCODERS[fmt](message)
     if delimiter in record:
         raise ValueError(
             f"message {message.id}: its {fmt} record contains the delimiter {delimiter!r}"
@@ -137,14 +137,14 @@ def _encode_text_envelopes(messages: Sequence[Message], delimiter: bytes) -> byt
     envelopes: list[dict[str, Any]] = []
     append = envelopes.append
     for message in messages:
-        digits = message._id.to_bytes(16, "big").hex()
+        digits = message.id_int.to_bytes(16, "big").hex()
         uuid_text = f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
         try:
-            envelope = {"message_id": uuid_text, "payload": message._payload.decode()}
+            envelope = {"message_id": uuid_text, "payload": message.payload.decode()}
         except UnicodeDecodeError:
-            envelope = {"message_id": uuid_text, "payload_base64": _base64(message._payload)}
-        if message._metadata:
-            envelope["metadata"] = message._metadata  # type: ignore[assignment]
+            envelope = {"message_id": uuid_text, "payload_base64": _base64(message.payload)}
+        if message.metadata_view:
+            envelope["metadata"] = message.metadata_view  # type: ignore[assignment]
         append(envelope)
     try:
         listed: bytes = orjson.dumps(envelopes)
@@ -182,7 +182,7 @@ def _dump(envelope: dict[str, Any]) -> bytes:
 
 
 def _text_envelope(message: Message) -> bytes:
-    return text_envelope(message._payload, message._metadata, message._id)
+    return text_envelope(message.payload, message.metadata_view, message.id_int)
 
 
 def text_envelope(payload: bytes, metadata: dict[str, str], id_value: int) -> bytes:
@@ -206,13 +206,13 @@ def text_envelope(payload: bytes, metadata: dict[str, str], id_value: int) -> by
 
 
 def _json_envelope(message: Message) -> bytes:
-    envelope: dict[str, Any] = {"message_id": _uuid_text(message._id)}
+    envelope: dict[str, Any] = {"message_id": _uuid_text(message.id_int)}
     try:
-        envelope["payload"] = _fast_loads(message._payload)
+        envelope["payload"] = _fast_loads(message.payload)
     except ValueError:  # not strict JSON text: keep the bytes exact
-        envelope["payload_base64"] = _base64(message._payload)
-    if message._metadata:
-        envelope["metadata"] = message._metadata
+        envelope["payload_base64"] = _base64(message.payload)
+    if message.metadata_view:
+        envelope["metadata"] = message.metadata_view
     return _dump(envelope)
 
 
@@ -288,15 +288,14 @@ def _from_text_envelopes(envelopes: list[Any]) -> list[Message]:
     """The common case (text payload, UUID id) in one tight loop; raises on anything else.
 
     This loop is the read path's hot spot, hence no per-record function calls. Messages
-    are built in place (what `Message._trusted` does), and a record whose metadata equals
+    are built in place (what `Message.trusted` does), and a record whose metadata equals
     the previous record's shares that dict: messages never change their metadata, a shared
     dict is already checked (a value equal to a `str` is one), and one dict instead of
     one per message leaves the garbage collector less to track.
     """
     messages: list[Message] = []
     append = messages.append
-    new = object.__new__
-    cls = Message
+    trusted = Message.trusted
     shared: dict[str, str] = NO_METADATA
     for envelope in envelopes:
         digits = envelope["message_id"].replace("-", "")
@@ -312,11 +311,7 @@ def _from_text_envelopes(envelopes: list[Any]) -> list[Message]:
                 if type(value) is not str:
                     raise TypeError("`metadata` must be an object of strings")
             shared = metadata
-        message = new(cls)
-        message._payload = envelope["payload"].encode()
-        message._metadata = metadata
-        message._id = int(digits, 16)
-        append(message)
+        append(trusted(envelope["payload"].encode(), metadata, int(digits, 16)))
     return messages
 
 

@@ -23,13 +23,12 @@ from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mq_bridge.runtime import knobs as _env
 from mq_bridge.endpoints.base import Batch, EndpointStatus, InputEndpoint
 from mq_bridge.endpoints.file.codec import DecodeResult, decode_records
 from mq_bridge.errors import ClosedError, EndpointError
 
 if TYPE_CHECKING:
-    from mq_bridge.endpoints.file import FileOptions
+    from mq_bridge.endpoints.file.options import FileOptions
 
 __all__ = ["FileInput", "GroupProgress"]
 
@@ -46,14 +45,14 @@ _ID_NAMESPACE = uuid.UUID("2a0c6f0e-5d43-4c55-9a43-0b7f3f1e6c11")
 class FileInput(InputEndpoint):
     """Reads records of one file in `consume`, `subscribe` or `group_subscribe` mode."""
 
-    def __init__(self, options: FileOptions) -> None:
+    def __init__(self, options: FileOptions, tag_source: bool = False) -> None:
         self._options = options
-        self._delimiter = options.delimiter
-        absolute = str(options.path.expanduser().absolute())
+        self._delimiter = options.delimiter_bytes
+        absolute = str(options.file_path.expanduser().absolute())
         #: ids of records without one (raw): this base | the record's logical offset
         self._id_base = uuid.uuid5(_ID_NAMESPACE, absolute).int & ~((1 << 64) - 1)
         self._progress = (
-            GroupProgress(options.path, options.group_id)
+            GroupProgress(options.file_path, options.group_id)
             if options.mode == "group_subscribe" and options.group_id
             else None
         )
@@ -62,7 +61,7 @@ class FileInput(InputEndpoint):
         self._wakeup = threading.Event()
         self._skipped = 0
         self._removed = 0
-        self._tag_source = _env.source_metadata_enabled()
+        self._tag_source = tag_source
         self._problem: str | None = None
         self._records: list[bytes] = []
         self._cursor = 0
@@ -80,7 +79,7 @@ class FileInput(InputEndpoint):
             return
         if self._closed:
             raise ClosedError(f"{self.describe()} is closed")
-        path = self._options.path
+        path = self._options.file_path
         if self._options.mode == "consume" and not path.exists():
             log.warning("%s does not exist; creating it empty (is the path right?)", path)
         try:
@@ -194,7 +193,7 @@ class FileInput(InputEndpoint):
         position = self._read_pos - self._removed
         if size < position and self._problem is None:
             self._problem = (
-                f"{self._options.path} shrank to {size} bytes, below the read position "
+                f"{self._options.file_path} shrank to {size} bytes, below the read position "
                 f"{position}: truncated or rewritten by someone else? nothing more is read"
             )
             log.error("%s", self._problem)
@@ -222,14 +221,14 @@ class FileInput(InputEndpoint):
         self._next_offset = end = offsets[-1]
         if self._cursor >= len(self._records):
             self._records, self._cursor = [], 0
-        result = decode_records(records, offsets, self._options.format, self._id_base)
+        result = decode_records(records, offsets, self._options.record_format, self._id_base)
         for offset, reason in result.errors:
             self._skipped += 1
             log.error("%s: skipping the record at offset %d: %s", self.describe(), offset, reason)
         if not result.messages:
             return None
         if self._tag_source:
-            _tag_with_source(result, offsets, str(self._options.path))
+            _tag_with_source(result, offsets, str(self._options.file_path))
         start, self._batch_start = self._batch_start, end
         return Batch(result.messages, (start, end))
 
@@ -282,7 +281,7 @@ class FileInput(InputEndpoint):
         """Rewrite the file without the acked records [deletable_from, acked)."""
         low = self._deletable_from - self._removed
         high = self._acked - self._removed
-        path = self._options.path
+        path = self._options.file_path
         temporary = path.with_name(f".{path.name}.{os.getpid()}.rewrite")
         with open(path, "rb") as source, open(temporary, "wb") as target:
             target.write(source.read(low))
@@ -310,7 +309,7 @@ class FileInput(InputEndpoint):
             pending=buffered if self._at_eof else None,
             details={
                 "mode": self._options.mode,
-                "format": self._options.format,
+                "format": self._options.record_format,
                 "position": self._next_offset,
                 "acked": self._acked,
                 "skipped_records": self._skipped,
@@ -319,7 +318,7 @@ class FileInput(InputEndpoint):
         )
 
     def describe(self) -> str:
-        return f"file:{self._options.path}"
+        return f"file:{self._options.file_path}"
 
 
 def _tag_with_source(result: DecodeResult, offsets: list[int], path: str) -> None:

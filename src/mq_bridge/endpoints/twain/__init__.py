@@ -23,7 +23,10 @@ Features
     - `create` creates the topic when it does not exist (several processes may race: one
       wins, the others use its topic); without it a missing topic fails `connect` clearly.
 
-Options
+URL
+    none: `root` names the store's directory, `topic` the topic.
+
+Options (declared in `options.py`, `TwainOptions`)
     root                the store's directory (required; created if missing)
     topic               the topic name (required)
     group               input: the consumer group (default: the route's name; a
@@ -48,166 +51,35 @@ Options
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
-from mq_bridge.endpoints.base import BuildContext, EndpointStatus, OutputEndpoint
-from mq_bridge.endpoints.twain.options import NAME_PATTERN, TwainOptions, open_store
-from mq_bridge.endpoints.twain.input import TwainInput
-from mq_bridge.endpoints.twain.codec import encode_envelope, key_function
-from mq_bridge.errors import ClosedError, ConfigError, EndpointError, SendError
-from mq_bridge.message import Message
+from mq_bridge.endpoints.base import BuildContext
+from mq_bridge.endpoints.twain.options import NAME_PATTERN, TwainOptions
+from mq_bridge.errors import ConfigError
 
-__all__ = ["SCHEMA", "TwainInput", "TwainOptions", "TwainOutput", "build_input", "build_output"]
+if TYPE_CHECKING:
+    from mq_bridge.endpoints.twain.input import TwainInput
+    from mq_bridge.endpoints.twain.output import TwainOutput
 
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "root": {"type": "string", "minLength": 1, "description": "The store's directory."},
-        "topic": {"type": "string", "pattern": NAME_PATTERN, "description": "Topic name."},
-        "group": {
-            "type": "string",
-            "pattern": NAME_PATTERN,
-            "description": "Input: consumer group (default: the route's name).",
-        },
-        "start_from": {"enum": ["start", "now"], "default": "start"},
-        "session_timeout_ms": {"type": ["integer", "null"], "minimum": 1},
-        "commit_interval_ms": {
-            "type": ["integer", "null"],
-            "minimum": 0,
-            "description": "Input: commit acks at most this often (default 0: every ack).",
-        },
-        "create": {
-            "type": "object",
-            "description": "Create the topic if it does not exist, with these settings.",
-            "properties": {
-                "partitions": {"type": "integer", "minimum": 1, "default": 1},
-                "key_type": {"type": "string", "pattern": "^(u8|u16|u32|u64|char[0-9]{1,3})$"},
-                "max_message_bytes": {"type": "integer", "minimum": 1},
-                "segment_bytes": {"type": "integer", "minimum": 1024},
-                "retention_bytes": {"type": ["integer", "null"], "minimum": 0},
-                "retention_seconds": {"type": ["number", "null"], "minimum": 0},
-            },
-            "additionalProperties": False,
-        },
-        "key_from": {"type": "string", "minLength": 1, "description": "Output: key field."},
-        "fsync": {"enum": ["never", "batch", "always"], "default": "never"},
-    },
-    "required": ["root", "topic"],
-    "additionalProperties": False,
-}
+__all__ = ["OPTIONS", "build_input", "build_output"]
+
+OPTIONS = TwainOptions
 
 
-class TwainOutput(OutputEndpoint):
-    """Appends messages to a topic, each in an envelope, under a key.
-
-    A twainmq producer must not be used by two threads at once (its partition locks are
-    per open file, so they do not exclude threads sharing it), and a route with
-    `concurrency` > 1 sends from several threads: a lock serializes the writes. Encoding
-    happens outside it.
-    """
-
-    def __init__(self, options: TwainOptions) -> None:
-        self._options = options
-        self._lock = threading.Lock()
-        self._producer: Any = None
-        self._closed = False
-        self._max_bytes = 0
-
-    def connect(self) -> None:
-        with self._lock:
-            if self._producer is not None:
-                return
-            options = self._options
-            store = open_store(options)
-            config = store.topic_config(options.topic)
-            self._key_of = key_function(config.key_type, options.key_from)
-            self._max_bytes = config.max_message_bytes
-            self._producer = store.producer(options.topic, fsync=options.fsync)
-            self._closed = False
-
-    def send(self, messages: Sequence[Message]) -> None:
-        """Write the batch with one call before returning (synced first with fsync batch)."""
-        self._open()
-        key_of, limit = self._key_of, self._max_bytes
-        pairs: list[tuple[Any, bytes]] = []
-        failures: dict[int, BaseException] = {}
-        for index, message in enumerate(messages):
-            record = encode_envelope(message)
-            if len(record) > limit:
-                failures[index] = self._too_large(record)
-            else:
-                pairs.append((key_of(message), record))
-        if pairs:
-            try:
-                with self._lock:
-                    producer = self._open()
-                    producer.write_messages(pairs)
-                    if self._options.fsync == "batch":
-                        producer.flush()
-            except OSError as error:
-                raise EndpointError(f"{self.describe()}: write failed: {error}") from error
-        if failures:
-            raise SendError(failures)
-
-    def send_one(self, message: Message) -> None:
-        """Write one message; it is in the log (in the kernel) when this returns."""
-        record = encode_envelope(message)
-        if len(record) > self._max_bytes:
-            self._open()
-            raise self._too_large(record)
-        key = self._key_of(message)
-        with self._lock:
-            self._open().write_message(key, record)
-
-    def _too_large(self, record: bytes) -> EndpointError:
-        return EndpointError(
-            f"{self.describe()}: a message of {len(record)} bytes (with its envelope) is larger"
-            f" than the topic's max_message_bytes {self._max_bytes}"
-        )
-
-    def flush(self) -> None:
-        """Force what was written to disk, unless `fsync` is never (then nothing is buffered)."""
-        with self._lock:
-            producer = self._open()
-            if self._options.fsync != "never":
-                producer.flush()
-
-    def status(self) -> EndpointStatus:
-        details = {"fsync": self._options.fsync, "key_from": self._options.key_from}
-        return EndpointStatus(
-            healthy=self._producer is not None, target=self.describe(), details=details
-        )
-
-    def describe(self) -> str:
-        return self._options.describe()
-
-    def close(self) -> None:
-        with self._lock:
-            producer, self._producer = self._producer, None
-            self._closed = True
-            if producer is not None:
-                producer.close()
-
-    def _open(self) -> Any:
-        producer = self._producer
-        if producer is None:
-            raise ClosedError(f"{self.describe()} is closed" if self._closed else "not connected")
-        return producer
-
-
-def build_input(options: Mapping[str, Any], context: BuildContext) -> TwainInput:
+def build_input(options: TwainOptions, context: BuildContext) -> TwainInput:
     """A member of `group` (default: the route's name) reading the topic."""
-    parsed = TwainOptions.parse(options)
-    group = parsed.group or context.route_name
+    from mq_bridge.endpoints.twain.input import TwainInput
+
+    group = options.group or context.route_name
     if not re.fullmatch(NAME_PATTERN, group):
         raise ConfigError(
             f"the route name {group!r} cannot be a group name: set `group`", path="twain.group"
         )
-    return TwainInput(parsed, group)
+    return TwainInput(options, group, context.source_metadata)
 
 
-def build_output(options: Mapping[str, Any], context: BuildContext) -> TwainOutput:
+def build_output(options: TwainOptions, context: BuildContext) -> TwainOutput:
     """A producer writing to the topic."""
-    return TwainOutput(TwainOptions.parse(options))
+    from mq_bridge.endpoints.twain.output import TwainOutput
+
+    return TwainOutput(options)

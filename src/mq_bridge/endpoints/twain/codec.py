@@ -60,7 +60,7 @@ _LOW64 = (1 << 64) - 1
 _ID_NAMESPACE = uuid.UUID("0b5e6b4c-9f33-4b0f-8d7e-3c1a2f6d7e21")
 _INT_KEY_BITS = {"u8": 8, "u16": 16, "u32": 32, "u64": 64}
 _CHAR_KEY = re.compile(r"char([0-9]{1,3})")
-_trusted = Message._trusted
+_trusted = Message.trusted
 _pack_header = _HEADER.pack
 _unpack_header = _HEADER.unpack_from
 _dumps = orjson.dumps
@@ -72,7 +72,7 @@ KeyFunction = Callable[[Message], "int | str"]
 def encode_envelope(message: Message) -> bytes:
     """The stored record of `message`: the header, its metadata as JSON, then its payload."""
     value = message.id_int
-    metadata = message._metadata
+    metadata = message.metadata_view
     meta = _dumps(metadata) if metadata else b""
     header = _pack_header(MAGIC, value >> 64, value & _LOW64, len(meta))
     return header + meta + message.payload
@@ -175,7 +175,7 @@ def key_function(key_type: str, key_from: str | None) -> KeyFunction:
         return id_key
 
     def field_key(message: Message) -> int | str:
-        text = message._metadata.get(key_from)
+        text = message.metadata_view.get(key_from)
         return id_key(message) if text is None else text_key(text)
 
     return field_key

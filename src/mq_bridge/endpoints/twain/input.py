@@ -8,10 +8,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from mq_bridge.runtime import knobs as _env
 from mq_bridge.endpoints.base import Batch, EndpointStatus, InputEndpoint
-from mq_bridge.endpoints.twain.options import TwainOptions, open_store
 from mq_bridge.endpoints.twain.codec import decode_batch
+from mq_bridge.endpoints.twain.options import TwainOptions, open_store
 from mq_bridge.errors import ClosedError, EndpointError
 from twainmq import TwainMQError
 from twainmq.groups import CommitFencedError, GroupConsumer
@@ -45,14 +44,14 @@ class TwainInput(InputEndpoint):
     another member (``on_revoke``) and on close.
     """
 
-    def __init__(self, options: TwainOptions, group: str) -> None:
+    def __init__(self, options: TwainOptions, group: str, tag_source: bool = False) -> None:
         self._options = options
         self._group = group
         self._consumer: GroupConsumer | None = None
         self._lock = threading.Lock()
         self._closed = False
         self._interrupts = 0
-        self._tag_source = _env.source_metadata_enabled()
+        self._tag_source = tag_source
         self._uncommitted: dict[int, int] = {}  # acked, not yet committed: partition -> next
         self._next_commit = 0.0
 

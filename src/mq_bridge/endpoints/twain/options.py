@@ -3,108 +3,91 @@
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from mq_bridge.errors import ConfigError, EndpointError
+from pydantic import Field
+
+from mq_bridge.config.declarations import Options
+from mq_bridge.errors import EndpointError
 from twainmq import TopicExistsError, Twain, TwainMQError
 
-__all__ = ["NAME_PATTERN", "TwainOptions", "open_store"]
+__all__ = ["NAME_PATTERN", "TopicSettings", "TwainOptions", "open_store"]
 
 log = logging.getLogger("mq_bridge.endpoints.twain")
 
 #: Topic and group names, as twainmq accepts them.
 NAME_PATTERN = "^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$"
-_CREATE_SETTINGS = (
-    "partitions",
-    "key_type",
-    "max_message_bytes",
-    "segment_bytes",
-    "retention_bytes",
-    "retention_seconds",
-)
 
 
-@dataclass(frozen=True)
-class TwainOptions:
-    """The validated options of one `twain` endpoint."""
+class TopicSettings(Options):
+    """Settings of a topic the endpoint creates when it does not exist."""
 
-    root: Path
-    topic: str
-    group: str | None = None
-    start_from: str = "start"
-    session_timeout: float = 10.0
-    commit_interval: float = 0.0
-    create: Mapping[str, Any] | None = None
-    key_from: str | None = None
-    fsync: str = "never"
+    partitions: int = Field(1, ge=1, description="Partitions of the new topic.")
+    key_type: str | None = Field(
+        None, pattern="^(u8|u16|u32|u64|char[0-9]{1,3})$", description="Key type (default u16)."
+    )
+    max_message_bytes: int | None = Field(None, ge=1, description="Largest message accepted.")
+    segment_bytes: int | None = Field(None, ge=1024, description="Segment size before a roll.")
+    retention_bytes: int | None = Field(None, ge=0, description="Bytes kept per partition.")
+    retention_seconds: float | None = Field(None, ge=0, description="Age of data kept.")
 
-    @classmethod
-    def parse(cls, options: Mapping[str, Any]) -> TwainOptions:
-        """Options from a config block; `ConfigError` names the bad field."""
-        root, topic = options.get("root"), options.get("topic")
-        if not isinstance(root, str) or not root:
-            raise ConfigError("needs a `root` (the store's directory)", path="twain.root")
-        _check_name(topic, "twain.topic")
-        group = options.get("group")
-        if group is not None:
-            _check_name(group, "twain.group")
-        timeout_ms = options.get("session_timeout_ms")
-        interval_ms = options.get("commit_interval_ms") or 0
-        return cls(
-            root=Path(root).expanduser(),
-            topic=str(topic),
-            group=group,
-            start_from=_choice(options, "start_from", ("start", "now")),
-            session_timeout=10.0 if timeout_ms is None else timeout_ms / 1000,
-            commit_interval=interval_ms / 1000,
-            create=_create_settings(options.get("create")),
-            key_from=options.get("key_from"),
-            fsync=_choice(options, "fsync", ("never", "batch", "always")),
-        )
+    def create_arguments(self) -> dict[str, Any]:
+        """The settings given, as keyword arguments of `Twain.create_topic`."""
+        return self.model_dump(exclude_unset=True) | {"partitions": self.partitions}
+
+
+class TwainOptions(Options):
+    """A twainmq topic in a store directory: the embedded, durable log."""
+
+    root: str = Field(min_length=1, description="The store's directory.")
+    topic: str = Field(pattern=NAME_PATTERN, description="Topic name.")
+    group: str | None = Field(
+        None, pattern=NAME_PATTERN, description="Input: consumer group (default: the route's name)."
+    )
+    start_from: Literal["start", "now"] = Field(
+        "start", description="Input: where a group with no commit starts."
+    )
+    session_timeout_ms: int = Field(
+        10_000, ge=1, description="Input: a member silent this long is expelled from the group."
+    )
+    commit_interval_ms: int = Field(
+        0, ge=0, description="Input: commit acks at most this often (0: every ack)."
+    )
+    create: TopicSettings | None = Field(
+        None, description="Create the topic if it does not exist, with these settings."
+    )
+    key_from: str | None = Field(None, min_length=1, description="Output: key field.")
+    fsync: Literal["never", "batch", "always"] = Field(
+        "never", description="Output: when the producer forces data to disk."
+    )
+
+    @cached_property
+    def store_root(self) -> Path:
+        return Path(self.root).expanduser()
+
+    @property
+    def session_timeout(self) -> float:
+        return self.session_timeout_ms / 1000
+
+    @property
+    def commit_interval(self) -> float:
+        return self.commit_interval_ms / 1000
 
     def describe(self) -> str:
-        return f"twain:{self.root}/{self.topic}"
-
-
-def _check_name(value: object, path: str) -> None:
-    if not isinstance(value, str) or not re.fullmatch(NAME_PATTERN, value):
-        raise ConfigError(
-            f"{value!r} is not a valid name: 1-200 of A-Z a-z 0-9 . _ -, not starting with"
-            " '.' or '-'",
-            path=path,
-        )
-
-
-def _choice(options: Mapping[str, Any], key: str, allowed: tuple[str, ...]) -> str:
-    value = options.get(key) or allowed[0]
-    if value not in allowed:
-        raise ConfigError(f"must be one of {', '.join(allowed)}, got {value!r}", f"twain.{key}")
-    return str(value)
-
-
-def _create_settings(value: object) -> Mapping[str, Any] | None:
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise ConfigError("must be a mapping of topic settings", path="twain.create")
-    unknown = sorted(set(value) - set(_CREATE_SETTINGS))
-    if unknown:
-        raise ConfigError(f"unknown topic settings {unknown}", path="twain.create")
-    return dict(value)
+        return f"twain:{self.store_root}/{self.topic}"
 
 
 def open_store(options: TwainOptions) -> Twain:
     """The store, with the topic created first when `create` asks for it."""
     try:
-        store = Twain(options.root)
+        store = Twain(options.store_root)
         if options.create is not None and not store.topic_exists(options.topic):
+            settings = options.create.create_arguments()
             try:
-                store.create_topic(options.topic, **options.create)
-                log.info("%s: created the topic (%s)", options.describe(), options.create)
+                store.create_topic(options.topic, **settings)
+                log.info("%s: created the topic (%s)", options.describe(), settings)
             except TopicExistsError:
                 pass  # another instance created it first: use that one
     except (OSError, TwainMQError) as error:
@@ -112,7 +95,7 @@ def open_store(options: TwainOptions) -> Twain:
     if not store.topic_exists(options.topic):
         raise EndpointError(
             f"{options.describe()}: topic {options.topic!r} does not exist; create it"
-            f" (twainmq --root {options.root} create {options.topic} -p PARTITIONS) or add"
+            f" (twainmq --root {options.store_root} create {options.topic} -p PARTITIONS) or add"
             " `create: {partitions: N}` to the endpoint"
         )
     return store

@@ -1,0 +1,45 @@
+"""The settings of a route besides its input and output: one declaration, as for endpoints."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from mq_bridge.config.declarations import Options
+
+__all__ = ["RouteOptions"]
+
+
+class RouteOptions(Options):
+    """How a route reads, handles and commits batches."""
+
+    # 512, not the seed's 1: a batch is taken as soon as one message is there, so a large
+    # cap costs no latency and amortises per-batch work (docs/compat.md).
+    batch_size: int = Field(
+        512,
+        ge=1,
+        description="Most messages handled per batch. The route waits for one message, "
+        "then takes whatever else is ready up to this many, so a large value costs no "
+        "latency at low load and amortises per-batch work at high load. Defaults to 512.",
+    )
+    concurrency: int = Field(
+        1, ge=1, description="Batches handled in parallel; commits stay in source order."
+    )
+    commit_concurrency_limit: int = Field(
+        4096,
+        ge=1,
+        description="Most batch commits queued or running at once; at the limit the route "
+        "stops reading until one finishes.",
+    )
+    startup_timeout_ms: int = Field(
+        5000, ge=0, description="How long start() waits for the endpoints to connect."
+    )
+    reconnect_interval_ms: int = Field(
+        5000, ge=0, description="Wait before reconnecting after a transient failure."
+    )
+    empty_batch_delay_ms: int = Field(
+        10, ge=0, description="Pause after an empty receive, against hot polling."
+    )
+    allow_fault_injection: bool = Field(
+        False, description="Allow fault-injection middleware such as random_panic."
+    )
+    description: str = Field("", description="What the route is for, for people reading it.")

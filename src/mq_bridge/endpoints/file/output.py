@@ -1,0 +1,277 @@
+"""The `file` output: appends records to a file it keeps open."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from mq_bridge.endpoints.base import OutputEndpoint
+from mq_bridge.endpoints.file.codec import (
+    encode_record,
+    encode_records,
+    text_envelope,
+)
+from mq_bridge.endpoints.file.options import FileOptions
+from mq_bridge.errors import ClosedError, EndpointError, SendError
+from mq_bridge.message import (
+    NO_METADATA,
+    Message,
+    coerce_metadata,
+    dump_json,
+    new_message_id,
+    normalize_message_id,
+)
+
+__all__ = ["Appender", "FileOutput"]
+
+log = logging.getLogger(__name__)
+
+_orjson_dumps = orjson.dumps
+_NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
+_BUFFER_LIMIT = 1 << 16  # buffered bytes that trigger a write without waiting for linger
+
+
+class FileOutput(OutputEndpoint):
+    """Appends records to a file it keeps open (see `Appender` for when bytes reach it)."""
+
+    def __init__(self, options: FileOptions) -> None:
+        self._options = options
+        self._appender: Appender | None = None
+        self._append: Callable[[bytes], None] = self._refuse
+        self._closed = False
+
+    def connect(self) -> None:
+        if self._appender is not None:
+            return
+        if self._closed:
+            raise ClosedError(f"{self.describe()} is closed")
+        self._appender = Appender(self._options)
+        self._append = self._appender.append
+        # Flushes what single sends left buffered if the publisher is collected or the
+        # interpreter exits without `close()` (the appender, not self, is referenced).
+        weakref.finalize(self, self._appender.close)
+
+    def send(self, messages: Sequence[Message]) -> None:
+        """Write the batch (after anything buffered) before returning: a route acks after."""
+        data, failures = encode_records(
+            messages, self._options.record_format, self._options.delimiter_bytes
+        )
+        self._open().write_through(data)
+        if failures:
+            raise SendError(failures)
+
+    def send_one(self, message: Message) -> None:
+        """One message: buffered for at most `linger_ms` unless linger is 0 or fsync always.
+
+        It is encoded now (the buffer holds records), so a message that cannot be written
+        (its record holds the delimiter) fails here.
+        """
+        options = self._options
+        if options.record_format in ("normal", "text"):  # the common case, without the dispatch
+            record = text_envelope(message.payload, message.metadata_view, message.id_int)
+            if options.delimiter_bytes not in record:
+                self._append(record + options.delimiter_bytes)
+                return
+        self._append(encode_record(message, options.record_format, options.delimiter_bytes))
+
+    def json_sender(self) -> Callable[[Any, Mapping[str, str] | None, Any], None] | None:
+        """`Publisher.send_json` without building a `Message`, for the envelope formats.
+
+        The publisher calls this once; None means "send a Message as usual".
+        """
+        if self._options.record_format not in ("normal", "text"):
+            return None
+        return self._send_json
+
+    def _send_json(self, data: Any, metadata: Mapping[str, str] | None, id: Any) -> None:
+        """What `Publisher.send_json` does, straight to a record: same checks, same bytes."""
+        try:
+            payload = _orjson_dumps(data, option=_NON_STR_KEYS)  # no copy: it is not kept
+        except TypeError:  # what orjson cannot encode: `dump_json` decides (or raises)
+            payload = dump_json(data)
+        checked = coerce_metadata(metadata) if metadata else NO_METADATA
+        id_value = new_message_id() if id is None else normalize_message_id(id)
+        record = text_envelope(payload, checked, id_value)
+        delimiter = self._options.delimiter_bytes
+        if delimiter in record:  # raises the usual error naming the message
+            encode_record(Message.trusted(payload, checked, id_value), "normal", delimiter)
+        self._append(record + delimiter)
+
+    def _refuse(self, record: bytes) -> None:
+        self._open()
+
+    def _open(self) -> Appender:
+        appender = self._appender
+        if appender is None:
+            raise ClosedError(f"{self.describe()} is closed" if self._closed else "not connected")
+        return appender
+
+    def flush(self) -> None:
+        """Write everything buffered (and fsync it unless `fsync` is off)."""
+        if self._appender is not None:
+            self._appender.flush()
+
+    def describe(self) -> str:
+        return f"file:{self._options.file_path}"
+
+    def close(self) -> None:
+        appender, self._appender = self._appender, None
+        self._append = self._refuse
+        self._closed = True
+        if appender is not None:
+            appender.close()
+
+
+class Appender:
+    """The open file, the records single sends buffered, and the thread that writes them.
+
+    Single sends (`append`) are collected for at most `linger_ms` or about `_BUFFER_LIMIT`
+    bytes and written with one `write` call: that is what makes one-message-at-a-time
+    publishing fast. The buffered items are encoded records (bytes, which the cyclic GC
+    does not track). A batch (`write_through`) goes out with whatever is buffered before
+    it returns. A failed background write is raised by the next call.
+    """
+
+    def __init__(self, options: FileOptions) -> None:
+        self._options = options
+        self._lock = threading.Lock()
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._error: EndpointError | None = None
+        self._unsynced = False
+        self._last_sync = time.monotonic()
+        self._buffered = options.linger > 0 and options.fsync != "always"
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._fd = _open_for_append(options.file_path, options.delimiter_bytes)
+        if self._buffered:
+            threading.Thread(
+                target=self._flush_periodically, name="file-appender", daemon=True
+            ).start()
+
+    def append(self, record: bytes) -> None:
+        """Buffer one record (delimiter included); write when due."""
+        with self._lock:
+            if self._fd < 0 or self._error is not None:
+                self._check()
+            pending = self._pending
+            pending.append(record)
+            if not self._buffered:
+                self._write(b"")
+                return
+            self._pending_bytes += len(record)
+            if self._pending_bytes >= _BUFFER_LIMIT:
+                self._write(b"")
+            elif len(pending) == 1:
+                self._wake.set()
+
+    def write_through(self, data: bytes) -> None:
+        """Write what is buffered and then `data`, before returning."""
+        with self._lock:
+            self._check()
+            if data or self._pending:
+                self._write(data)
+
+    def flush(self) -> None:
+        """Write what is buffered and, unless fsync is off, force it to disk."""
+        with self._lock:
+            self._check()
+            if self._pending:
+                self._write(b"")
+            if self._options.fsync != "off":
+                self._sync()
+
+    def close(self) -> None:
+        """Flush and close the file. Idempotent; safe from a finalizer."""
+        self._stopped.set()
+        self._wake.set()
+        with self._lock:
+            if self._fd < 0:
+                return
+            try:
+                if self._pending and self._error is None:
+                    self._write(b"")
+                if self._options.fsync != "off":
+                    self._sync()
+            finally:
+                os.close(self._fd)
+                self._fd = -1
+
+    def _check(self) -> None:
+        if self._fd < 0:
+            raise ClosedError(f"file:{self._options.file_path} is closed")
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _write(self, data: bytes) -> None:
+        """Write pending records plus `data` (lock held), then fsync as the policy says."""
+        if self._pending:
+            data = b"".join(self._pending) + data
+            self._pending = []
+            self._pending_bytes = 0
+        _write_all(self._fd, data)
+        self._unsynced = True
+        policy = self._options.fsync
+        if policy == "off":
+            return
+        due = time.monotonic() - self._last_sync >= self._options.fsync_interval
+        if policy != "periodic" or due:
+            self._sync()
+
+    def _sync(self) -> None:
+        if self._unsynced:
+            os.fsync(self._fd)
+            self._unsynced = False
+        self._last_sync = time.monotonic()
+
+    def _flush_periodically(self) -> None:
+        linger = self._options.linger
+        while not self._stopped.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            if self._stopped.wait(linger):
+                return
+            with self._lock:
+                if self._pending and self._fd >= 0:
+                    lost = len(self._pending)
+                    try:
+                        self._write(b"")
+                    except Exception as error:  # kept for the caller's next call
+                        self._error = EndpointError(
+                            f"writing {lost} buffered record(s) to {self._options.file_path} "
+                            f"failed, they were not written: {error}"
+                        )
+                        self._pending = []
+                        self._pending_bytes = 0
+
+
+def _open_for_append(path: Path, delimiter: bytes) -> int:
+    """Open (creating parents) for appending; end a torn last record left by a crash."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as error:
+        raise EndpointError(f"cannot open {path} for appending: {error}") from error
+    size = os.fstat(fd).st_size
+    if size and os.pread(fd, len(delimiter), max(0, size - len(delimiter))) != delimiter:
+        # Without this, our first record would glue onto the fragment and both be lost.
+        log.warning("file:%s ends without a delimiter; terminating that last record", path)
+        _write_all(fd, delimiter)
+    return fd
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    written = os.write(fd, data)
+    if written < len(data):  # rare (disk full, signals): finish the record
+        view = memoryview(data)[written:]
+        while view:
+            view = view[os.write(fd, view) :]

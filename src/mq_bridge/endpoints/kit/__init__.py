@@ -1,0 +1,89 @@
+"""The plumbing every broker endpoint shares, written once.
+
+- `TlsOptions`, `ssl_context`, `tls_required`: the ``tls`` option block and its client
+  `ssl.SSLContext` (``tls``);
+- `ConnectionRegistry`, `Lease`, `connection_key`, `default_registry`: one connection per
+  connection settings, shared and reference-counted (``shared: true``) (``connections``);
+- `LoopThread`, `loop_thread`: one asyncio loop thread per process for asyncio-only
+  clients, run from sync code (``event_loop``);
+- `require_driver`: import an optional client library, or say which extra installs it
+  (``drivers``);
+- `SOURCE_PREFIX`, `source_metadata_enabled`, `drop_source_keys`, `with_source`: the
+  ``mqb.src.*`` source-cursor metadata rules (``source_metadata``);
+- `MESSAGE_ID_HEADER`, `headers_for`, `message_from_wire`, `position_id`: messages to and
+  from broker headers, ids included (``wire``).
+
+`event_loop` (asyncio) and `tls` (pydantic) load on first use of their names; no driver is
+imported until an endpoint asks for it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from mq_bridge.endpoints.kit.connections import (
+    ConnectionRegistry,
+    Lease,
+    connection_key,
+    default_registry,
+)
+from mq_bridge.endpoints.kit.drivers import require_driver
+from mq_bridge.endpoints.kit.source_metadata import (
+    SOURCE_PREFIX,
+    drop_source_keys,
+    source_metadata_enabled,
+    with_source,
+)
+from mq_bridge.endpoints.kit.wire import (
+    MESSAGE_ID_HEADER,
+    headers_for,
+    message_from_wire,
+    position_id,
+)
+
+if TYPE_CHECKING:
+    from mq_bridge.endpoints.kit.event_loop import LoopThread, loop_thread
+    from mq_bridge.endpoints.kit.tls import TlsOptions, ssl_context, tls_required
+
+__all__ = [
+    "MESSAGE_ID_HEADER",
+    "SOURCE_PREFIX",
+    "ConnectionRegistry",
+    "Lease",
+    "LoopThread",
+    "TlsOptions",
+    "connection_key",
+    "default_registry",
+    "drop_source_keys",
+    "headers_for",
+    "loop_thread",
+    "message_from_wire",
+    "position_id",
+    "require_driver",
+    "source_metadata_enabled",
+    "ssl_context",
+    "tls_required",
+    "with_source",
+]
+
+_LAZY = {
+    "LoopThread": "event_loop",
+    "loop_thread": "event_loop",
+    "TlsOptions": "tls",
+    "ssl_context": "tls",
+    "tls_required": "tls",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

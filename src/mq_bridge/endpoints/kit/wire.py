@@ -1,0 +1,97 @@
+"""Wire conventions shared by the brokers whose messages carry headers.
+
+A `Message` goes out as its payload plus headers, and comes back as the same message:
+
+    headers = metadata without mqb.src.*  +  {"mq_bridge.message_id": "<canonical UUID>"}
+
+On the way in, header values arrive as ``str`` or ``bytes`` (decoded as UTF-8; a value
+that is not UTF-8 is skipped). The id comes from, in order:
+
+1. the ``mq_bridge.message_id`` header, when it holds a UUID or a 128-bit integer;
+2. `fallback_id`: an id derived from the source position (`position_id`), so a message
+   redelivered from the same position (Kafka partition and offset, JetStream sequence)
+   gets the same id and downstream deduplication works;
+3. a new id.
+
+The id header and any ``mqb.src.*`` header are not kept in the metadata: a peer could
+forge the latter (see `mq_bridge.endpoints.kit.source_metadata`).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+
+from mq_bridge.endpoints.kit.source_metadata import SOURCE_PREFIX, drop_source_keys
+from mq_bridge.message import NO_METADATA, Message, new_message_id
+
+__all__ = ["MESSAGE_ID_HEADER", "headers_for", "message_from_wire", "position_id"]
+
+log = logging.getLogger("mq_bridge.endpoints.wire")
+
+MESSAGE_ID_HEADER = "mq_bridge.message_id"
+# Ids made from source positions. Never change it: ids must stay stable across versions.
+_POSITION_NAMESPACE = uuid.UUID("c51c8622-b76b-4320-b6f0-499679493945")
+
+
+def headers_for(message: Message) -> dict[str, str]:
+    """The headers that carry `message`: its metadata minus ``mqb.src.*``, plus its id."""
+    headers = drop_source_keys(message.metadata)  # .metadata is a fresh copy: ours to change
+    headers[MESSAGE_ID_HEADER] = message.id
+    return headers
+
+
+def message_from_wire(
+    payload: bytes,
+    headers: Mapping[str, str | bytes] | None,
+    fallback_id: int | None = None,
+) -> Message:
+    """The `Message` that `payload` and `headers` carry (see the module docstring)."""
+    metadata: dict[str, str] = {}
+    id_text: str | None = None
+    for key, value in (headers or NO_METADATA).items():
+        if not isinstance(value, str):
+            try:
+                value = str(value, "utf-8")
+            except UnicodeDecodeError:
+                log.debug("skipped header %r: its value is not UTF-8", key)
+                continue
+        if key == MESSAGE_ID_HEADER:
+            id_text = value
+        elif not key.startswith(SOURCE_PREFIX):
+            metadata[key] = value
+    id_value = _parse_id(id_text) if id_text is not None else None
+    if id_value is None:
+        id_value = new_message_id() if fallback_id is None else fallback_id
+    if type(payload) is not bytes:
+        payload = bytes(payload)
+    return Message.trusted(payload, metadata or NO_METADATA, id_value)
+
+
+def position_id(*parts: str | int) -> int:
+    """A stable 128-bit id for a source position, e.g. ``("kafka", topic, partition, offset)``.
+
+    Equal parts always give the same id (a UUIDv5 in our own namespace); different parts,
+    a different one. Start with the endpoint's name, so brokers never share ids.
+    """
+    # Length-prefixed, so ("a.b", "c") and ("a", "b.c") differ.
+    name = "".join(f"{len(text)}:{text};" for text in map(str, parts))
+    return uuid.uuid5(_POSITION_NAMESPACE, name).int
+
+
+def _parse_id(text: str) -> int | None:
+    """The 128-bit id in a header: a UUID, or a decimal or ``0x`` integer; else None."""
+    text = text.strip()
+    try:
+        return uuid.UUID(text).int
+    except ValueError:
+        pass
+    try:
+        number = int(text, 16) if text[:2].lower() == "0x" else int(text, 10)
+    except ValueError:
+        number = -1
+    if 0 <= number < 1 << 128:
+        return number
+    log.debug("ignored the %s header %r: not a UUID or 128-bit integer", MESSAGE_ID_HEADER, text)
+    return None

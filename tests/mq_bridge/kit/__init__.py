@@ -1,0 +1,1 @@
+"""Tests of the endpoint kit (mq_bridge.endpoints.kit)."""
