@@ -17,12 +17,10 @@ import inspect
 import threading
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mq_bridge.config.declarations import parse_options
 from mq_bridge.config.loader import Source, load_route
 from mq_bridge.config.redaction import redact
-from mq_bridge.config.route_options import RouteOptions
 from mq_bridge.endpoints.base import InputEndpoint, OutputEndpoint
 from mq_bridge.runtime.connect import connect_all
 from mq_bridge.runtime.constructors import FromConfig
@@ -32,6 +30,9 @@ from mq_bridge.runtime.gc_policy import GcPolicy
 from mq_bridge.runtime.handler import Handler, HandlerStage, KindDispatcher
 from mq_bridge.runtime.knobs import RuntimeKnobs, read_knobs
 from mq_bridge.runtime.route_runner import RouteRunner, RunnerSettings
+
+if TYPE_CHECKING:
+    from mq_bridge.config.route_options import RouteOptions
 
 __all__ = ["Route"]
 
@@ -196,6 +197,9 @@ def _may_await(handler: Callable[..., Any]) -> bool:
 
 def route_options(config: Mapping[str, Any]) -> RouteOptions:
     """The route settings of `config` (its input and output aside), defaults filled in."""
+    from mq_bridge.config.declarations import parse_options
+    from mq_bridge.config.route_options import RouteOptions
+
     settings = {key: config[key] for key in RouteOptions.model_fields if key in config}
     return parse_options(RouteOptions, settings, "route")
 

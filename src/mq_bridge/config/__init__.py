@@ -6,9 +6,27 @@ endpoint and middleware modules. The ``TypedDict`` s re-exported here (``ConfigD
 it by ``scripts/gen_config_types.py``; a test fails when they drift.
 """
 
-from mq_bridge.config.redaction import redact
-from mq_bridge.config.schema import config_schema
-from mq_bridge.config.types import *  # noqa: F403
-from mq_bridge.config.types import __all__ as _type_names
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["config_schema", "redact", *_type_names]
+from mq_bridge.config.redaction import redact as redact
+
+if TYPE_CHECKING:
+    from mq_bridge.config.types import *  # noqa: F403
+
+
+def __getattr__(name: str) -> Any:
+    # The TypedDicts load on first use: `import mq_bridge` does not need them.
+    types = importlib.import_module("mq_bridge.config.types")
+    if name == "__all__":
+        return ["config_schema", "redact", *types.__all__]
+    if name in types.__all__:
+        return getattr(types, name)
+    raise AttributeError(f"module 'mq_bridge.config' has no attribute {name!r}")
+
+
+def config_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a config document, as a fresh dict."""
+    from mq_bridge.config.schema import config_schema as build  # loads every declaration
+
+    return build()

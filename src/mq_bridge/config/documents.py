@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from mq_bridge.config.problems import did_you_mean
-from mq_bridge.config.schema import SECTIONS
 from mq_bridge.errors import ConfigError
+
+#: Top-level sections of a document with named entries.
+SECTIONS = ("routes", "publishers", "consumers")
 
 __all__ = ["Document", "Source", "pick", "read_source", "section_entries"]
 
@@ -144,8 +144,8 @@ def _parse(text: str, origin: str) -> Any:
                     f"column {json_error.colno}: {json_error.msg}"
                 ) from None
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as error:
+        return _yaml().safe_load(text)
+    except _yaml().YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error)
@@ -154,8 +154,8 @@ def _parse(text: str, origin: str) -> Any:
 
 def _yaml_or_none(text: str) -> Any:
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
+        return _yaml().safe_load(text)
+    except _yaml().YAMLError:
         return None
 
 
@@ -184,3 +184,10 @@ def _key(key: Any) -> str:
     if isinstance(key, bool):
         return "true" if key else "false"
     return str(key)
+
+
+def _yaml() -> Any:
+    """PyYAML, imported when a document is first parsed (keeps `import mq_bridge` cheap)."""
+    import yaml
+
+    return yaml

@@ -15,14 +15,15 @@ looked up under ``publishers:`` only, never taken from a route of that name.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from mq_bridge.config.defaults import prepare
 from mq_bridge.config.documents import Document, Source, pick, read_source, section_entries
 from mq_bridge.config.env import expand_env
-from mq_bridge.config.problems import format_path, problems_from
-from mq_bridge.config.validation import Role, Target, validation_defs, validation_errors
+from mq_bridge.config.problems import format_path
 from mq_bridge.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mq_bridge.config.validation import Role, Target
 
 __all__ = ["Source", "load_endpoint", "load_route", "validate_document"]
 
@@ -113,6 +114,12 @@ def _validated(entry: Any, target: Target, prefix: tuple[str, ...], document: Do
 
 
 def _problems(entry: Any, target: Target, prefix: tuple[str, ...]) -> tuple[Any, list[str]]:
+    # The schema machinery (jsonschema, pydantic, every declaration) loads with the first
+    # document, not with `import mq_bridge`.
+    from mq_bridge.config.defaults import prepare
+    from mq_bridge.config.problems import problems_from
+    from mq_bridge.config.validation import validation_defs, validation_errors
+
     expansion = expand_env(entry, prefix)
     schema = {"$ref": "#/$defs/Route"} if target == "route" else {"x-endpoint": target}
     value = prepare(expansion.value, schema, validation_defs(), expansion.expanded_paths)

@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from mq_bridge.config.declarations import schema_fragment
+from mq_bridge.config.documents import SECTIONS
 from mq_bridge.config.route_options import RouteOptions
 from mq_bridge.endpoints.registry import ENDPOINT_MODULES
 from mq_bridge.middleware.registry import MIDDLEWARE_MODULES
@@ -46,9 +47,6 @@ __all__ = [
     "registry_key",
     "route_options_schema",
 ]
-
-#: Top-level sections of a document with named entries.
-SECTIONS = ("routes", "publishers", "consumers")
 
 
 def route_options_schema() -> dict[str, dict[str, Any]]:

@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from mq_bridge.message import Message
 
 if TYPE_CHECKING:
-    from mq_bridge.runtime.replies import ReplyRegistry
+    from mq_bridge.endpoints.kit.connections import ConnectionRegistry
+    from mq_bridge.endpoints.kit.replies import ReplyRegistry
 
 __all__ = [
     "Batch",
@@ -100,9 +101,15 @@ class EndpointStatus:
 
 
 def _process_replies() -> ReplyRegistry:
-    from mq_bridge.runtime.replies import process_replies
+    from mq_bridge.endpoints.kit.replies import process_replies
 
     return process_replies()
+
+
+def _process_connections() -> ConnectionRegistry:
+    from mq_bridge.endpoints.kit.connections import default_registry
+
+    return default_registry()
 
 
 @dataclass
@@ -126,6 +133,9 @@ class BuildContext:
     source_metadata: bool = False
     #: Request/reply rendezvous: a requesting output waits here, `response` answers.
     replies: ReplyRegistry = field(default_factory=_process_replies)
+    #: Broker connections shared by endpoints with the same connection settings
+    #: (``shared: true``), reference-counted and closed with their last user.
+    connections: ConnectionRegistry = field(default_factory=_process_connections)
 
 
 class InputEndpoint:

@@ -21,7 +21,7 @@ from mq_bridge.endpoints.base import BuildContext, OutputEndpoint
 from mq_bridge.message import Message
 
 if TYPE_CHECKING:
-    from mq_bridge.runtime.replies import ReplyRegistry
+    from mq_bridge.endpoints.kit.replies import ReplyRegistry
 
 __all__ = ["OPTIONS", "ResponseOptions", "ResponseOutput", "build_output"]
 

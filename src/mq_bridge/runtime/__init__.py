@@ -8,7 +8,6 @@ Nothing here is public API; the package root (`mq_bridge`) shows what users call
     route_runner   the loop of a route: receive -> handle -> deliver -> ack, in source order
     delivery       sending a handled batch with retries while the route runs
     handler        calling the user's handler(s) and turning results into messages
-    replies        request/reply waiters (the `response` output answers them)
     knobs          environment tuning read once when a route starts (MQ_BRIDGE_PY_*)
     gc_policy      when a route lets the garbage collector run
     log_setup      `init_logging`

@@ -18,12 +18,11 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
-from mq_bridge.config.declarations import parse_options
 from mq_bridge.endpoints.base import BuildContext, InputEndpoint, OutputEndpoint
+from mq_bridge.endpoints.kit.source_metadata import source_metadata_enabled
 from mq_bridge.endpoints.registry import ENDPOINT_MODULES
 from mq_bridge.errors import ConfigError
 from mq_bridge.middleware.registry import MIDDLEWARE_MODULES
-from mq_bridge.runtime.knobs import source_metadata_enabled
 
 __all__ = ["build_input", "build_output", "new_context"]
 
@@ -68,6 +67,8 @@ _OTHER_SIDE = {"input": "outputs", "output": "inputs"}
 
 
 def _build_endpoint(config: Mapping[str, Any], context: BuildContext, side: str) -> Any:
+    from mq_bridge.config.declarations import parse_options  # pydantic: on first build
+
     name, options = _endpoint_entry(config)
     module = _import(ENDPOINT_MODULES, name, "endpoint")
     factory = getattr(module, f"build_{side}", None)
@@ -80,6 +81,8 @@ def _wrap_in_middleware(
     endpoint: Any, config: Mapping[str, Any], context: BuildContext, side: str
 ) -> Any:
     """Wrap innermost-last, so the first middleware in the list is the outermost."""
+    from mq_bridge.config.declarations import parse_options
+
     for mw_name, mw_options in reversed(_middleware_entries(config)):
         module = _import(MIDDLEWARE_MODULES, mw_name, "middleware")
         wrap = getattr(module, f"wrap_{side}", None)

@@ -4,8 +4,10 @@ MQ_BRIDGE_PY_HANDLER_EXECUTOR     worker | direct      (default direct: see docs
 MQ_BRIDGE_PY_HANDLER_CONCURRENCY  max in-flight handler batches, 0 = no limit (CPU count)
 MQ_BRIDGE_PY_GC_MODE              default | count | off
 MQ_BRIDGE_PY_GC_THRESHOLD         messages between collections in count mode (100000)
-MQB_SOURCE_METADATA               1 adds source cursor fields (mqb.src.*) to metadata
-                                  (handed to endpoints as `BuildContext.source_metadata`)
+
+MQB_SOURCE_METADATA (source cursor fields, `mqb.src.*`) is read by
+`mq_bridge.endpoints.kit.source_metadata` and handed to endpoints as
+`BuildContext.source_metadata`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Literal
 
 from mq_bridge.errors import ConfigError
 
-__all__ = ["RuntimeKnobs", "read_knobs", "source_metadata_enabled"]
+__all__ = ["RuntimeKnobs", "read_knobs"]
 
 Executor = Literal["worker", "direct"]
 GcMode = Literal["default", "count", "off"]
@@ -40,11 +42,6 @@ def read_knobs() -> RuntimeKnobs:
         gc_mode=_choice("MQ_BRIDGE_PY_GC_MODE", ("default", "count", "off"), "default"),  # type: ignore[arg-type]
         gc_threshold=_count("MQ_BRIDGE_PY_GC_THRESHOLD", 100_000),
     )
-
-
-def source_metadata_enabled() -> bool:
-    """Whether inputs should add their source cursor (``mqb.src.*``) to message metadata."""
-    return os.environ.get("MQB_SOURCE_METADATA", "").strip().lower() in ("1", "true", "yes")
 
 
 def _choice(name: str, allowed: tuple[str, ...], default: str) -> str:

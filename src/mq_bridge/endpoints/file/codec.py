@@ -161,10 +161,6 @@ def _encode_one_by_one(messages: Sequence[Message], delimiter: bytes) -> bytes:
     return b"".join([encode_record(message, "normal", delimiter) for message in messages])
 
 
-def _raw_record(message: Message) -> bytes:
-    return message.payload
-
-
 def _uuid_text(value: int) -> str:
     digits = value.to_bytes(16, "big").hex()  # a little faster than f"{value:032x}"
     return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"

@@ -10,6 +10,9 @@
   (``drivers``);
 - `SOURCE_PREFIX`, `source_metadata_enabled`, `drop_source_keys`, `with_source`: the
   ``mqb.src.*`` source-cursor metadata rules (``source_metadata``);
+- `ReplyRegistry`: requests waiting for their replies by ``correlation_id`` (the `response`
+  output answers them); the runtime hands the process's one as `BuildContext.replies`
+  (``replies``);
 - `MESSAGE_ID_HEADER`, `headers_for`, `message_from_wire`, `position_id`: messages to and
   from broker headers, ids included (``wire``).
 
@@ -29,6 +32,7 @@ from mq_bridge.endpoints.kit.connections import (
     default_registry,
 )
 from mq_bridge.endpoints.kit.drivers import require_driver
+from mq_bridge.endpoints.kit.replies import ReplyRegistry
 from mq_bridge.endpoints.kit.source_metadata import (
     SOURCE_PREFIX,
     drop_source_keys,
@@ -52,6 +56,7 @@ __all__ = [
     "ConnectionRegistry",
     "Lease",
     "LoopThread",
+    "ReplyRegistry",
     "TlsOptions",
     "connection_key",
     "default_registry",

@@ -14,7 +14,7 @@ from mq_bridge.errors import ClosedError, RequestTimeoutError, SendError
 from mq_bridge.message import Message
 
 if TYPE_CHECKING:
-    from mq_bridge.runtime.replies import ReplyRegistry
+    from mq_bridge.endpoints.kit.replies import ReplyRegistry
 
 __all__ = ["MemoryOutput"]
 

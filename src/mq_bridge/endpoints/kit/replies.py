@@ -1,4 +1,4 @@
-"""Process-wide rendezvous between requesters and the `response` endpoint.
+"""Rendezvous between requesters and the `response` endpoint (one registry per process).
 
 A requester (a memory publisher with ``request_reply``, or `Publisher.request`) registers
 the request's ``correlation_id`` and waits; whatever output later sends a message with that
