@@ -3,7 +3,7 @@
     python scripts/gen_config_types.py           write the file
     python scripts/gen_config_types.py --check   exit 1 if the file is out of date
 
-Run it after adding or changing an endpoint or middleware SCHEMA (or the route options);
+Run it after adding or changing an endpoint or middleware declaration (or RouteOptions);
 tests/mq_bridge/config/test_types_drift.py fails until you do.
 
 Each ``$defs`` entry becomes a TypedDict (objects) or a type alias (anything else).
