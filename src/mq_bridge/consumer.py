@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from types import TracebackType
 from typing import Any
 
 from mq_bridge.config.documents import Source
@@ -23,7 +22,7 @@ from mq_bridge.config.redaction import redact
 from mq_bridge.endpoints.base import Batch, InputEndpoint
 from mq_bridge.errors import ClosedError
 from mq_bridge.message import Message
-from mq_bridge.runtime.constructors import FromConfig
+from mq_bridge.runtime.constructors import ClosedOnExit, FromConfig
 from mq_bridge.runtime.factory import build_input, new_context
 
 __all__ = ["Consumer"]
@@ -31,7 +30,7 @@ __all__ = ["Consumer"]
 DEFAULT_MAX = 128
 
 
-class Consumer(FromConfig):
+class Consumer(FromConfig, ClosedOnExit):
     """A pull consumer over one input endpoint (with its middleware)."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
@@ -129,17 +128,6 @@ class Consumer(FromConfig):
         if self._input is None:
             raise ClosedError("consumer is closed")
         return self._input
-
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._input is None else "open"

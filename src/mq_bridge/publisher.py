@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from types import TracebackType
 from typing import Any
 
 from mq_bridge.config.documents import Source
@@ -27,7 +26,7 @@ from mq_bridge.message import (
     new_message_id,
     normalize_message_id,
 )
-from mq_bridge.runtime.constructors import FromConfig
+from mq_bridge.runtime.constructors import ClosedOnExit, FromConfig
 from mq_bridge.runtime.factory import build_output, new_context
 
 __all__ = ["Publisher"]
@@ -37,7 +36,7 @@ DEFAULT_REQUEST_TIMEOUT = 30.0
 _trusted_message = Message.trusted  # bound once: send_json is the hot path
 
 
-class Publisher(FromConfig):
+class Publisher(FromConfig, ClosedOnExit):
     """Sends to one output endpoint (with its middleware)."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
@@ -120,17 +119,6 @@ class Publisher(FromConfig):
             if isinstance(options, Mapping) and options.get("request_timeout_ms") is not None:
                 return float(options["request_timeout_ms"]) / 1000
         return DEFAULT_REQUEST_TIMEOUT
-
-    def __enter__(self) -> Publisher:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._output is None else "open"

@@ -1,4 +1,5 @@
-"""The constructor family shared by `Route`, `Publisher` and `Consumer`.
+"""The constructor family shared by `Route`, `Publisher` and `Consumer`, and the context
+manager of the two that only need closing.
 
 Each class says how to build itself from a config source (`_load`); this mixin gives it the
 seed's constructors, which differ only by where the document comes from, and the deprecated
@@ -9,11 +10,13 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+from types import TracebackType
 from typing import Any, TypeVar
 
 from mq_bridge.config.loader import Source
 
 Built = TypeVar("Built", bound="FromConfig")
+Self = TypeVar("Self", bound="ClosedOnExit")
 
 
 class FromConfig:
@@ -58,3 +61,21 @@ class FromConfig:
             2,
         )
         return cls.from_str(text, name)
+
+
+class ClosedOnExit:
+    """``with obj: ...`` closes `obj` at the end of the block (`Publisher`, `Consumer`)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: Self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
