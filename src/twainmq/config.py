@@ -15,19 +15,20 @@ Example (JSON, one setting a line)::
       "retention_seconds": null
     }
 
-The file is written once, atomically (temp file, fsync, hard link so that two creators cannot
-both win, fsync of the directory); the topic exists exactly when its ``.twc`` exists.
+The file is written once, atomically (``atomic_files``: temp file, fsync, hard link so that two
+creators cannot both win, fsync of the directory); the topic exists exactly when its ``.twc``
+exists.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .atomic_files import write_file_atomically
 from .errors import InvalidTopicNameError, TopicConfigError, TopicExistsError, UnknownTopicError
 from .keys import KeyType, parse_key_type
 
@@ -99,18 +100,10 @@ def write_new_config(root: Path, config: TopicConfig) -> None:
     """Create the topic's config file, or raise TopicExistsError if it already exists."""
     path = config_path(root, config.name)
     text = json.dumps({"format_version": FORMAT_VERSION, **asdict(config)}, indent=2) + "\n"
-    temp = root / f".{config.name}.{os.getpid()}.twc.tmp"
-    with open(temp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
     try:
-        os.link(temp, path)
+        write_file_atomically(path, text.encode(), exclusive=True)
     except FileExistsError:
         raise TopicExistsError(f"topic {config.name!r} already exists ({path})") from None
-    finally:
-        os.unlink(temp)
-    fsync_directory(root)
 
 
 def read_config(root: Path, topic: str) -> TopicConfig:
@@ -141,12 +134,3 @@ def config_from_dict(data: Any, path: Path) -> TopicConfig:
         raise TopicConfigError(f"{path}: {exc}") from None
     except TopicConfigError as exc:
         raise TopicConfigError(f"{path}: {exc}") from None
-
-
-def fsync_directory(path: Path) -> None:
-    """Make a directory's entries (new or removed files) durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

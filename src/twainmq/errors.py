@@ -1,7 +1,7 @@
 """Every error twainmq raises, under one root.
 
     TwainMQError
-    ├── InvalidTopicNameError      (also ValueError)   name outside [A-Za-z0-9._-], or "." / ".."
+    ├── InvalidTopicNameError      (also ValueError)   name: only [A-Za-z0-9._-], no leading "."
     ├── TopicExistsError                               create_topic on an existing topic
     ├── UnknownTopicError          (also LookupError)  the topic has no config file
     ├── TopicConfigError                               a .twc file that cannot be read or is invalid

@@ -5,13 +5,15 @@ Locking and durability (see docs/design.md, "Storage engine"):
 - The ``head`` file of a partition is both its lock (``flock``) and its commit point: a
   memory-mapped record of (active segment, committed end position, next offset, index state).
 - A writer takes the lock, reads the head, ``pwrite``s its records at the committed end,
-  updates the head, and releases the lock. Bytes past the committed end are never read and
-  are overwritten by the next writer, so a writer killed mid-write leaves nothing visible.
+  and updates the head; it gives the lock back lazily (below). Bytes past the committed end
+  are never read and are overwritten by the next writer, so a writer killed mid-write leaves
+  nothing visible.
 - Readers take no lock: they read the head from the shared mapping and never read past the
   committed end.
 - ``fsync="always"`` syncs the segment before the head moves; ``"batch"`` marks the partition
-  dirty for the producer's group-commit thread; ``"never"`` leaves it to the kernel, which is
-  safe against a process crash because the data is in the page cache when the call returns.
+  dirty for the producer's background sync (``fsync_batcher.py``); ``"never"`` leaves it to
+  the kernel, which is safe against a process crash because the data is in the page cache
+  when the call returns.
 - Lazy release: a writer keeps the lock between its writes (two syscalls saved a write). A
   writer that finds it busy sets the head's "wanted" byte and polls; the holder checks that
   byte after each write and releases when it is set; ``idle_release.py`` releases a lock not
@@ -30,7 +32,8 @@ import threading
 import time
 from pathlib import Path
 
-from .config import TopicConfig, fsync_directory
+from .atomic_files import fsync_directory
+from .config import TopicConfig
 from .encoding import HEAD, HEAD_MAGIC, INDEX_ENTRY
 from .errors import PartitionLockedError
 from .idle_release import RELEASER
@@ -77,7 +80,7 @@ class PartitionLog:
         self.used = False  # written since the idle releaser's last look
         # flock excludes other open files, not other threads using this one: they queue here.
         self._threads = threading.Lock()
-        self.dirty = False  # written since the last sync (fsync="batch"; see group_commit.py)
+        self.dirty = False  # written since the last sync (fsync="batch"; see fsync_batcher.py)
         self._ensure_head_size()
         self._head = mmap.mmap(self._head_fd, mmap.PAGESIZE)
         self._segment_base = -1
@@ -223,7 +226,8 @@ class PartitionLog:
         """Append whole records ``data`` (record starts at ``positions`` within it).
 
         ``sync`` syncs the segment before the head moves; ``durable_roll`` syncs a segment
-        being sealed. Returns the offset of the first record. Takes and releases the lock.
+        being sealed. Returns the offset of the first record. Takes the lock if this object
+        does not hold it yet, and keeps it until another writer asks or it idles (lazy release).
         """
         with self._threads:
             if not self._locked:
@@ -324,7 +328,7 @@ class PartitionLog:
             try:
                 os.fdatasync(fd)
             except OSError as exc:
-                # EBADF: a roll closed it meanwhile (from the group-commit thread); a roll
+                # EBADF: a roll closed it meanwhile (from the fsync batcher's thread); a roll
                 # syncs the segment it seals. Any other error is a failed sync: report it.
                 if exc.errno != errno.EBADF:
                     raise
@@ -345,8 +349,3 @@ class PartitionLog:
             self._head.close()
             os.close(self._head_fd)
             self._head_fd = -1
-
-
-def now_us() -> int:
-    """Microseconds since the epoch (record timestamps)."""
-    return time.time_ns() // 1000

@@ -10,24 +10,25 @@ busy producer pays no lock syscalls. ``exclusive=True`` keeps each partition's l
 producer's first write there until ``close()``, whoever asks: other producers of those
 partitions (any process) wait until then, consumers do not.
 
-Durability (``fsync=``): ``"never"`` (default) leaves flushing to the kernel; ``"batch"``
-(group commit) has a background thread sync the partitions written to every
+Records are built by ``encoding.RecordFramer``, one per key, cached with the key's route.
+
+Durability (``fsync=``): ``"never"`` (default) leaves flushing to the kernel; ``"batch"`` has
+a background thread (``fsync_batcher.py``) sync the partitions written to every
 ``batch_interval`` seconds, and syncs on ``flush()``/``close()``; ``"always"`` syncs
 each write before it is acknowledged.
 """
 
 from __future__ import annotations
 
-import struct
 import time
-import zlib
 from collections.abc import Iterable
+from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
-from .encoding import LENGTH_AND_CRC, TAG_TEXT, TIMESTAMP_TAG_KEYLEN
+from .encoding import TAG_TEXT, RecordFramer, RecordPrefix, frame_with_prefix
 from .errors import ClosedError, InvalidOptionError, MessageTooLargeError
-from .group_commit import GroupCommitter
+from .fsync_batcher import FsyncBatcher
 from .keys import Partitioner, default_partitioner
 from .message import RecordMetadata
 from .partition import FSYNC_MODES, PartitionLog
@@ -35,14 +36,18 @@ from .payloads import encode_payload
 from .topic import OpenTopic
 
 _new_tuple = tuple.__new__  # skips NamedTuple's Python-level __new__ on the hot path
+_time_ns = time.time_ns  # bound once: write_message reads the clock per message
 _CHUNK_BYTES = 1024 * 1024
 _ROUTE_CACHE_SIZE = 65536
-Route = tuple[PartitionLog, bytes, type, bytes]
-"""(partition, key bytes, key class, a text record's bytes after its timestamp up to the
-payload: tag, key length, key)."""
-# Bound once: write_message runs these per message.
-_time_ns, _crc32, _pack_length_crc = time.time_ns, zlib.crc32, LENGTH_AND_CRC.pack
-_pack_stamp, _TAG_KEYLEN_AT = struct.Struct("<q").pack, TIMESTAMP_TAG_KEYLEN.pack
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    """Where one key's records go and how they are framed (cached per key)."""
+
+    log: PartitionLog
+    key_class: type  # True == 1: a cached route serves only keys of its class, so True still fails
+    framer: RecordFramer
 
 
 class Producer:
@@ -63,14 +68,14 @@ class Producer:
         self._topic = topic
         self._fsync = fsync
         self._partitioner = partitioner or default_partitioner
-        self._routes: dict[Any, Route] = {}
+        self._routes: dict[Any, _Route] = {}
         self._declared = frozenset(topic.config.message_types)
         self._max_bytes = topic.config.max_message_bytes
         self._sync_each = fsync == "always"
         self._durable_roll = fsync != "never"
-        self._group_commit = fsync == "batch"
-        self._committer = (
-            GroupCommitter(topic.opened_logs, batch_interval) if self._group_commit else None
+        self._sync_in_batches = fsync == "batch"
+        self._batcher = (
+            FsyncBatcher(topic.opened_logs, batch_interval) if self._sync_in_batches else None
         )
         self._exclusive = bool(exclusive)
         self._closed = False
@@ -90,21 +95,20 @@ class Producer:
             route = self._routes.get(key) if partition is None else None
         except TypeError:  # unhashable, so not a valid key: _route() says why
             route = None
-        if route is None or type(key) is not route[2]:
+        if route is None or type(key) is not route.key_class:
             route = self._route(key, partition)
-        log = route[0]
         stamp = _time_ns() // 1000
         if type(message) is str:
             payload = message.encode()
-            tail = _pack_stamp(stamp) + route[3] + payload
+            record = route.framer.frame_text(stamp, payload)
         else:
             tag, payload = encode_payload(message, self._topic.registry, self._declared)
-            tail = _TAG_KEYLEN_AT(stamp, tag, len(route[1])) + route[1] + payload
+            record = route.framer.frame(stamp, tag, payload)
         if len(payload) > self._max_bytes:
             raise self._too_large(payload)
-        record = _pack_length_crc(len(tail) + 4, _crc32(tail)) + tail
+        log = route.log
         offset = log.append_one(record, stamp, self._sync_each, self._durable_roll)
-        if self._group_commit:
+        if self._sync_in_batches:
             log.dirty = True
         return _new_tuple(RecordMetadata, (log.partition, offset))
 
@@ -120,53 +124,53 @@ class Producer:
         stamp = time.time_ns() // 1000
         chunk_bytes = min(_CHUNK_BYTES, self._topic.config.segment_bytes // 2)
         shares: dict[PartitionLog, _Share] = {}
-        keyed: dict[Any, _KeyEntry] = {}
-        pack, crc32, max_bytes = LENGTH_AND_CRC.pack, zlib.crc32, self._max_bytes
+        keyed: dict[Any, _BatchKey] = {}
+        max_bytes = self._max_bytes
         for key, message in messages:
             try:
                 entry = keyed.get(key)
             except TypeError:  # unhashable, so not a valid key: _route() says why
                 entry = None
-            if entry is None or type(key) is not entry[3]:
-                entry = self._key_entry(key, keyed, shares, stamp)
-            share, prefix, prefix_crc = entry[0], entry[1], entry[2]
+            if entry is None:
+                entry = self._batch_key(key, keyed, shares, stamp)
+            share, key_class, text_prefix, framer = entry
+            if type(key) is not key_class:  # True == 1 and hashes alike: route it on its own
+                share, key_class, text_prefix, framer = self._batch_key(key, keyed, shares, stamp)
             if type(message) is str:
                 payload = message.encode()
+                record = frame_with_prefix(text_prefix, payload)
             else:
                 tag, payload = encode_payload(message, self._topic.registry, self._declared)
-                prefix, prefix_crc = _prefix(stamp, tag, entry[4])
+                record = framer.frame(stamp, tag, payload)
             if len(payload) > max_bytes:
                 raise self._too_large(payload)
-            record = pack(len(prefix) + len(payload) + 4, crc32(payload, prefix_crc))
-            record += prefix + payload
             share.records.append(record)
             share.size += len(record)
             if share.size >= chunk_bytes:
                 share.write(stamp, self._sync_each, self._durable_roll)
         for share in shares.values():
             share.write(stamp, self._sync_each, self._durable_roll)
-            share.log.dirty = share.log.dirty or self._group_commit
+            share.log.dirty = share.log.dirty or self._sync_in_batches
         return {share.log.partition: share.runs for share in sorted(shares.values())}
 
-    def _key_entry(
-        self, key: Any, keyed: dict[Any, _KeyEntry], shares: dict[PartitionLog, _Share], stamp: int
-    ) -> _KeyEntry:
-        """Route a key seen for the first time in a batch; cache its record prefix."""
+    def _batch_key(
+        self, key: Any, keyed: dict[Any, _BatchKey], shares: dict[PartitionLog, _Share], stamp: int
+    ) -> _BatchKey:
+        """Route a key seen for the first time in a batch; frame its text records at ``stamp``."""
         try:
             route = self._routes.get(key)  # keys repeat across batches: reuse their routing
         except TypeError:  # unhashable, so not a valid key: _route() says why
             route = None
-        if route is None or type(key) is not route[2]:
+        if route is None or type(key) is not route.key_class:
             route = self._route(key, None)
-        log, key_bytes, key_class, _ = route
-        share = shares.get(log)
+        share = shares.get(route.log)
         if share is None:
-            share = shares[log] = _Share(log)
-        entry = (share, *_prefix(stamp, TAG_TEXT, key_bytes), key_class, key_bytes)
-        keyed[key] = entry
+            share = shares[route.log] = _Share(route.log)
+        text_prefix = route.framer.prefix(stamp, TAG_TEXT)
+        entry = keyed[key] = (share, route.key_class, text_prefix, route.framer)
         return entry
 
-    def _route(self, key: Any, partition: int | None) -> Route:
+    def _route(self, key: Any, partition: int | None) -> _Route:
         self._check_open()
         topic = self._topic
         key_bytes = topic.key_type.encode(key)
@@ -174,7 +178,7 @@ class Producer:
         log = topic.log(topic.check_partition(chosen))
         if self._exclusive:
             log.hold()
-        route = (log, key_bytes, type(key), bytes((TAG_TEXT, len(key_bytes))) + key_bytes)
+        route = _Route(log, type(key), RecordFramer(key_bytes))
         if partition is None:
             if len(self._routes) >= _ROUTE_CACHE_SIZE:
                 self._routes.clear()
@@ -190,8 +194,8 @@ class Producer:
     def flush(self) -> None:
         """Make every message written by this producer durable on disk now."""
         self._check_open()
-        if self._committer is not None:
-            self._committer.check()
+        if self._batcher is not None:
+            self._batcher.check()
         for log in self._topic.opened_logs():
             log.dirty = False
             log.sync()
@@ -200,8 +204,8 @@ class Producer:
         """Sync pending writes (``fsync="batch"``) and release files. Harmless twice."""
         if self._closed:
             return
-        if self._committer is not None:
-            self._committer.stop()
+        if self._batcher is not None:
+            self._batcher.stop()
         self._closed = True
         self._routes.clear()
         self._topic.close()
@@ -219,12 +223,6 @@ class Producer:
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
         return f"<Producer topic={self.topic!r} fsync={self._fsync!r}{state}>"
-
-
-def _prefix(stamp: int, tag: int, key_bytes: bytes) -> tuple[bytes, int]:
-    """The bytes after a record's CRC and before its payload, and their CRC."""
-    prefix = TIMESTAMP_TAG_KEYLEN.pack(stamp, tag, len(key_bytes)) + key_bytes
-    return prefix, zlib.crc32(prefix)
 
 
 class _Share:
@@ -258,5 +256,7 @@ class _Share:
         self.size = 0
 
 
-_KeyEntry = tuple[_Share, bytes, int, type, bytes]
-"""(partition share, text-record prefix, its CRC, key class, key bytes) of a batch's key."""
+_BatchKey = tuple[_Share, type, RecordPrefix, RecordFramer]
+"""A key of one ``write_messages`` batch: (its partition's share, the key's class, the prefix
+of its text records at the batch's timestamp, its framer for other payloads). A plain tuple
+(unpacked where it is used), not a class: see ``encoding.RecordPrefix``."""

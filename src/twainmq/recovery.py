@@ -1,7 +1,8 @@
 """Opening a partition after any kind of stop: find where valid data ends.
 
-Runs under the partition lock whenever a producer or consumer opens a partition. It reads at
-most the tail of the active segment (from its last index entry), so it is cheap.
+Runs under the partition lock when a producer or consumer opens a partition, unless a live
+writer holds that lock (it recovered the partition when it opened it). It reads at most the
+tail of the active segment (from its last index entry), so it is cheap.
 
 - Bytes past the last valid record are cut off (a torn tail, or records a killed writer wrote
   but never committed). Valid records past the head's committed end are kept: their writer

@@ -16,6 +16,7 @@ import os
 from bisect import bisect_right
 from pathlib import Path
 
+from .atomic_files import write_file_atomically
 from .encoding import HEADER_SIZE, INDEX_ENTRY, MAX_LENGTH, record_boundaries, records_end
 
 SEGMENT_SUFFIX = ".log"
@@ -110,10 +111,9 @@ def build_index(found: list[tuple[int, int]], first: int, interval: int) -> list
 
 
 def write_index(path: Path, entries: list[IndexEntry]) -> None:
-    """Replace an index file with ``entries`` (atomically)."""
-    temp = path.with_suffix(".idx.tmp")
-    temp.write_bytes(b"".join(INDEX_ENTRY.pack(*e) for e in entries))
-    os.replace(temp, path)
+    """Replace an index file with ``entries`` (atomically; not synced: a lost index is rebuilt)."""
+    data = b"".join(INDEX_ENTRY.pack(*e) for e in entries)
+    write_file_atomically(path, data, fsync=False)
 
 
 def nearest_entry(entries: list[IndexEntry], relative_offset: int) -> IndexEntry | None:

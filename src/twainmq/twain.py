@@ -9,12 +9,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .atomic_files import fsync_directory
 from .config import (
     CONFIG_SUFFIX,
     TopicConfig,
     check_topic_name,
     config_path,
-    fsync_directory,
     read_config,
     write_new_config,
 )

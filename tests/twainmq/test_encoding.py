@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,10 +11,13 @@ from hypothesis import strategies as st
 from twainmq.encoding import (
     HEADER_SIZE,
     TAG_BYTES,
+    TAG_DATACLASS,
     TAG_TEXT,
     CorruptRecord,
+    RecordFramer,
     decode_messages,
     encode_record,
+    frame_with_prefix,
     read_records,
     record_boundaries,
     record_size,
@@ -40,6 +45,27 @@ def test_records_round_trip(items: list[tuple[int, int, bytes, bytes]]) -> None:
     assert decoded == items
     assert stop == len(buf)
     assert len(buf) == sum(record_size(len(k), len(p)) for _, _, k, p in items)
+
+
+@given(
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.sampled_from([TAG_BYTES, TAG_TEXT, TAG_DATACLASS]),
+    st.binary(max_size=255),
+    st.lists(st.binary(max_size=300), min_size=1, max_size=5),
+)
+def test_every_framing_path_builds_the_same_records(
+    timestamp_us: int, tag: int, key: bytes, payloads: list[bytes]
+) -> None:
+    framer = RecordFramer(key)
+    one_by_one = [framer.frame(timestamp_us, tag, payload) for payload in payloads]
+    prefix = framer.prefix(timestamp_us, tag)  # a batch: one prefix for every record
+    assert [frame_with_prefix(prefix, payload) for payload in payloads] == one_by_one
+    if tag == TAG_TEXT:
+        assert [framer.frame_text(timestamp_us, payload) for payload in payloads] == one_by_one
+    buf = b"".join(one_by_one)
+    decoded, stop = read_records(buf, 0, len(buf))
+    assert decoded == [(timestamp_us, tag, key, payload) for payload in payloads]
+    assert stop == len(buf)
 
 
 @given(records, st.data())
@@ -88,6 +114,7 @@ def test_record_layout_matches_the_drawing() -> None:
     assert int.from_bytes(record[8:16], "little") == 5
     assert record[16] == TAG_TEXT and record[17] == 2
     assert record[18:20] == b"\x01\x00" and record[20:] == b"hi"
+    assert int.from_bytes(record[4:8], "little") == zlib.crc32(record[8:])
 
 
 def test_crc_mismatch_names_the_position() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import pytest
@@ -291,10 +292,34 @@ def test_batch_fsync_syncs_in_the_background_and_stops_on_close(tmq: Twain) -> N
     deadline = time.monotonic() + 30
     while log.dirty and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert not log.dirty  # the group-commit thread synced it
-    thread = producer._committer._thread  # type: ignore[union-attr]
+    assert not log.dirty  # the fsync batcher thread synced it
+    thread = producer._batcher._thread  # type: ignore[union-attr]
     producer.close()
     assert not thread.is_alive()
+
+
+def test_a_failed_background_sync_is_raised_by_flush(
+    tmq: Twain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tmq.create_topic("t")
+    producer = tmq.producer("t", fsync="batch", batch_interval=0.001)
+    producer.write_message(1, "x")
+    (log,) = producer._topic.opened_logs()
+
+    def failing_sync() -> None:
+        raise OSError(5, "simulated disk error")
+
+    monkeypatch.setattr(log, "sync", failing_sync)
+    batcher = producer._batcher
+    assert batcher is not None
+    deadline = time.monotonic() + 30
+    while batcher.error is None and time.monotonic() < deadline:
+        time.sleep(0.001)
+    monkeypatch.undo()  # syncs work again, but the lost one must still be reported
+    with pytest.raises(OSError, match="simulated disk error"):
+        producer.flush()
+    batcher.error = None
+    producer.close()
 
 
 def test_one_producer_shared_by_threads_keeps_offsets_unique(tmq: Twain) -> None:
@@ -318,3 +343,44 @@ def test_one_producer_shared_by_threads_keeps_offsets_unique(tmq: Twain) -> None
     assert sorted(r.offset for r in landed) == sorted(
         m.offset for m in messages if "batch" not in m.message
     )
+
+
+@dataclass
+class Reading:
+    sensor: str
+    value: float
+
+
+def test_write_message_and_write_messages_store_every_payload_type_alike(tmq: Twain) -> None:
+    tmq.register_msg_cls(Reading)
+    items = [
+        ("k1", "text"),
+        ("k2", b"\x00bytes"),
+        ("k1", Reading("s1", 1.5)),
+        ("k1", ""),
+        ("k3", Reading("s2", -2.0)),
+        ("k2", "more text"),
+    ]
+    for name in ("one_by_one", "batch"):
+        tmq.create_topic(name, key_type="char4", partitions=2)
+    with tmq.producer("one_by_one") as producer:
+        for key, message in items:
+            producer.write_message(key, message)
+    with tmq.producer("batch") as producer:
+        producer.write_messages(items)
+
+    def read(topic: str) -> list[tuple[int, int, str, object]]:
+        return sorted((m.partition, m.offset, m.key, m.message) for m in tmq.consumer(topic))
+
+    assert read("batch") == read("one_by_one")
+    assert sorted(repr(m) for *_, m in read("batch")) == sorted(repr(m) for _, m in items)
+
+
+def test_a_cached_key_route_does_not_serve_an_equal_key_of_another_class(tmq: Twain) -> None:
+    tmq.create_topic("t")
+    producer = tmq.producer("t")
+    producer.write_message(1, "one")
+    with pytest.raises(InvalidKeyError, match="True"):
+        producer.write_message(True, "bool")  # True == 1 and hashes alike
+    with pytest.raises(InvalidKeyError, match="True"):
+        producer.write_messages([(1, "one"), (True, "bool")])

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from twainmq.groups.durable_json import read_json, write_json_atomic
+from twainmq.atomic_files import read_json, write_json_atomically
 from twainmq.groups.errors import CommitFencedError
 from twainmq.groups.layout import GroupPaths
 
@@ -125,7 +125,7 @@ def _write_document(
     paths: GroupPaths, partition: int, epoch: int, document: dict[str, int | None], durable: bool
 ) -> None:
     paths.commits.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(paths.commit(partition, epoch), document, durable)
+    write_json_atomically(paths.commit(partition, epoch), document, fsync=durable)
 
 
 def _unlink_quietly(path: os.PathLike[str]) -> None:

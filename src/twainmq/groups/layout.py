@@ -54,7 +54,10 @@ class GroupPaths:
 
     @cached_property
     def lock(self) -> Path:
-        """The lock that serializes state and commit changes."""
+        """The lock that serializes every change of ``state.json`` and offset resets.
+
+        Ordinary commits do not take it: only a partition's owner writes its commit file.
+        """
         return self.directory / "group.lock"
 
     @cached_property

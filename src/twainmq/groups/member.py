@@ -30,8 +30,9 @@ from twainmq.groups.state import GroupState, load_state
 class GroupSettings:
     """How a member behaves: how fast it notices things (seconds), how it commits.
 
-    ``durable_commits=False`` skips the fsyncs of each commit: about 20x more
-    commits per second, safe against a process crash but not a power cut.
+    ``durable_commits=False`` skips the fsyncs of each commit: more commits per
+    second (docs/design.md, "Commits", has figures), safe against a process
+    crash but not a power cut.
     """
 
     session_timeout: float = 10.0

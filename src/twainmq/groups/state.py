@@ -11,10 +11,10 @@ refused (fencing).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from twainmq.groups.durable_json import read_json, write_json_atomic
+from twainmq.atomic_files import read_json, write_json_atomically
 from twainmq.groups.layout import GroupPaths
 
 STATE_VERSION = 1
@@ -33,19 +33,6 @@ class GroupState:
     def epoch(self, partition: int) -> int:
         """The current ownership epoch of ``partition``."""
         return self.epochs.get(partition, 0)
-
-    def owner_of(self, partition: int) -> str | None:
-        """The member the assignment gives ``partition`` to, if any."""
-        for member, owned in self.assignment.items():
-            if partition in owned:
-                return member
-        return None
-
-    def next_generation(
-        self, members: dict[str, dict[str, Any]], assignment: dict[str, list[int]]
-    ) -> GroupState:
-        """The state that follows this one with new members and assignment."""
-        return replace(self, generation=self.generation + 1, members=members, assignment=assignment)
 
     def to_json(self, paths: GroupPaths) -> dict[str, Any]:
         """The document stored in ``state.json``."""
@@ -80,4 +67,4 @@ def load_state(paths: GroupPaths) -> GroupState | None:
 
 def save_state(paths: GroupPaths, state: GroupState) -> None:
     """Replace the group's state atomically (call with the group lock held)."""
-    write_json_atomic(paths.state, state.to_json(paths))
+    write_json_atomically(paths.state, state.to_json(paths))

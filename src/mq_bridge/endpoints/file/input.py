@@ -13,24 +13,24 @@ crash leaves either the old or the new offset.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
 import time
 import uuid
 from itertools import accumulate
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mq_bridge.endpoints.base import Batch, EndpointStatus, InputEndpoint
+from mq_bridge.endpoints.file.atomic import replaced_atomically
 from mq_bridge.endpoints.file.codec import DecodeResult, decode_records
+from mq_bridge.endpoints.file.progress import GroupProgress
 from mq_bridge.errors import ClosedError, EndpointError
 
 if TYPE_CHECKING:
     from mq_bridge.endpoints.file.options import FileOptions
 
-__all__ = ["FileInput", "GroupProgress"]
+__all__ = ["FileInput"]
 
 log = logging.getLogger("mq_bridge.endpoints.file")
 
@@ -282,16 +282,11 @@ class FileInput(InputEndpoint):
         low = self._deletable_from - self._removed
         high = self._acked - self._removed
         path = self._options.file_path
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.rewrite")
-        with open(path, "rb") as source, open(temporary, "wb") as target:
+        with open(path, "rb") as source, replaced_atomically(path) as target:
             target.write(source.read(low))
             source.seek(high)
             while block := source.read(_CHUNK):
                 target.write(block)
-            target.flush()
-            os.fsync(target.fileno())
-        os.replace(temporary, path)
-        _fsync_directory(path.parent)
         assert self._fd is not None
         os.close(self._fd)
         self._fd = os.open(path, os.O_RDONLY)
@@ -329,41 +324,3 @@ def _tag_with_source(result: DecodeResult, offsets: list[int], path: str) -> Non
         message.with_metadata({"mqb.src.file_path": path, "mqb.src.file_offset": str(offset)})
         for message, offset in zip(result.messages, decoded_offsets)
     ]
-
-
-class GroupProgress:
-    """Where a consumer group of one file has acknowledged up to (see the module docstring)."""
-
-    def __init__(self, data_path: Path, group_id: str) -> None:
-        self.group_id = group_id
-        self.path = data_path.with_name(f"{data_path.name}.{group_id}.offset")
-
-    def load(self) -> int | None:
-        """The stored offset, or None when the group has no progress yet."""
-        try:
-            offset = json.loads(self.path.read_bytes())["offset"]
-        except FileNotFoundError:
-            return None
-        except (ValueError, KeyError, TypeError) as error:
-            raise EndpointError(f"group progress file {self.path} is unreadable: {error}") from None
-        if type(offset) is not int or offset < 0:
-            raise EndpointError(f"group progress file {self.path} holds a bad offset {offset!r}")
-        return offset
-
-    def save(self, offset: int) -> None:
-        """Store `offset` durably: temp file, fsync, rename, fsync the directory."""
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        with open(temporary, "wb") as file:
-            file.write(json.dumps({"offset": offset, "group_id": self.group_id}).encode())
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, self.path)
-        _fsync_directory(self.path.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

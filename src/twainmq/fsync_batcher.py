@@ -1,4 +1,7 @@
-"""Group commit for ``fsync="batch"``: one background thread syncs what a producer wrote.
+"""Batched fsync for ``fsync="batch"``: one background thread syncs what a producer wrote.
+
+(Databases call this group commit; the name here keeps it apart from a consumer group's
+committed offsets, ``groups/commits.py``.)
 
 Writers only mark a partition dirty (an attribute store); every ``interval`` seconds the
 thread syncs the dirty partitions. The flag is cleared *before* the sync, so a write that
@@ -15,17 +18,16 @@ from collections.abc import Callable
 from .partition import PartitionLog
 
 
-class GroupCommitter:
+class FsyncBatcher:
     """Syncs dirty partitions of one producer every ``interval`` seconds until stopped."""
 
     def __init__(self, logs: Callable[[], list[PartitionLog]], interval: float) -> None:
         self._logs = logs
         self._interval = interval
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="twainmq-group-commit", daemon=True)
-        self._thread.start()
-
         self.error: OSError | None = None
+        self._thread = threading.Thread(target=self._run, name="twainmq-fsync-batch", daemon=True)
+        self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):

@@ -1,0 +1,96 @@
+"""Files written atomically: a reader sees the old file or the new one, never half of one.
+
+Every small file the engine rewrites goes through ``write_file_atomically``: topic configs,
+group state, committed offsets, rebuilt segment indexes. The steps, and why each is there::
+
+    write <dir>/.<name>.<pid>.<thread>.tmp   a name no other writer (process or thread) uses
+    fsync it                                  its bytes are on disk before any name points at them
+    os.replace(temp, path)                    atomic: readers see the old or the new file
+      or os.link(temp, path) + unlink(temp)   exclusive: fails if path exists (two creators)
+    fsync <dir>                               the rename itself survives a power cut
+
+``fsync=False`` skips both fsyncs: the write is still atomic and survives a process crash, not
+necessarily a power cut. A write that fails removes its temporary file; a process killed
+mid-write can leave one behind (a dot-file ending in ``.tmp``, which no reader looks at).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+
+def write_file_atomically(
+    path: Path, data: bytes, *, fsync: bool = True, exclusive: bool = False
+) -> None:
+    """Replace ``path`` with ``data`` atomically (the steps are in the module docstring).
+
+    ``exclusive=True`` creates ``path`` instead, raising FileExistsError if it exists: of two
+    concurrent creators exactly one succeeds, and neither ever sees the other's half-written
+    file.
+    """
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        try:
+            _write_all(fd, data)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        if exclusive:
+            os.link(temporary, path)
+            os.unlink(temporary)
+        else:
+            os.replace(temporary, path)
+    except BaseException:
+        _unlink_quietly(temporary)
+        raise
+    if fsync:
+        fsync_directory(path.parent)
+
+
+def write_json_atomically(path: Path, document: Any, *, fsync: bool = True) -> None:
+    """Replace ``path`` with ``document`` as JSON (sorted keys, one-space indent).
+
+    The document is serialized before any file is touched, so a document that cannot be
+    serialized leaves ``path`` as it was.
+    """
+    data = json.dumps(document, indent=1, sort_keys=True).encode()
+    write_file_atomically(path, data, fsync=fsync)
+
+
+def read_json(path: Path) -> Any | None:
+    """The JSON document at ``path``, or None if the file does not exist."""
+    try:
+        with open(path, "rb") as file:
+            return json.loads(file.read())
+    except FileNotFoundError:
+        return None
+
+
+def fsync_directory(path: Path) -> None:
+    """Make a directory's entries (new, renamed or removed files) durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    # os.write may write less than asked (a full disk, a signal): a short file would be
+    # renamed over a good one.
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
