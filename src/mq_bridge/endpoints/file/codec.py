@@ -35,7 +35,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mq_bridge.message import NO_METADATA, Message, normalize_message_id
+from mq_bridge.message import NO_METADATA, Message, messages_from_envelopes, normalize_message_id
 
 _fast_loads: Callable[[bytes], Any]
 _fast_dumps: Callable[[Any], bytes]
@@ -277,38 +277,7 @@ def _decode_envelopes(records: list[bytes], json_payload: bool) -> list[Message]
         raise ValueError("record count mismatch")
     if json_payload:
         return [_from_envelope(envelope, json_payload) for envelope in envelopes]
-    return _from_text_envelopes(envelopes)
-
-
-def _from_text_envelopes(envelopes: list[Any]) -> list[Message]:
-    """The common case (text payload, UUID id) in one tight loop; raises on anything else.
-
-    This loop is the read path's hot spot, hence no per-record function calls. Messages
-    are built in place (what `Message.trusted` does), and a record whose metadata equals
-    the previous record's shares that dict: messages never change their metadata, a shared
-    dict is already checked (a value equal to a `str` is one), and one dict instead of
-    one per message leaves the garbage collector less to track.
-    """
-    messages: list[Message] = []
-    append = messages.append
-    trusted = Message.trusted
-    shared: dict[str, str] = NO_METADATA
-    for envelope in envelopes:
-        digits = envelope["message_id"].replace("-", "")
-        if len(digits) != 32:
-            raise ValueError("not a UUID")
-        metadata = envelope.get("metadata")
-        if not metadata:
-            metadata = NO_METADATA
-        elif metadata == shared:
-            metadata = shared
-        else:
-            for value in metadata.values():
-                if type(value) is not str:
-                    raise TypeError("`metadata` must be an object of strings")
-            shared = metadata
-        append(trusted(envelope["payload"].encode(), metadata, int(digits, 16)))
-    return messages
+    return messages_from_envelopes(envelopes)
 
 
 def _decode_one_by_one(
