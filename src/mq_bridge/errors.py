@@ -1,16 +1,22 @@
 """Errors raised by mq_bridge.
 
-    MQBridgeError                      root of everything the bridge raises
-    ├── ConfigError                    a config document is invalid (names the path)
-    ├── EndpointError                  an endpoint failed (connect, send, receive)
-    │   ├── EndpointUnavailableError   connection refused / lost  (retriable)
-    │   ├── SendTimeoutError           backpressure: a full output did not drain in time
-    │   └── RequestTimeoutError        a request got no reply in time  (retriable)
-    ├── SendError                      some messages of a batch failed (per-message causes)
-    └── ClosedError                    the object was closed (also a RuntimeError)
+    RuntimeError
+    └── MQBridgeError                  root of everything the bridge raises
+        ├── ConfigError                a config document is invalid (names the path;
+        │                              also a ValueError)
+        ├── EndpointError              an endpoint failed (connect, send, receive, request)
+        │   ├── EndpointUnavailableError   connection refused / lost  (retriable)
+        │   ├── SendTimeoutError       backpressure: a full output did not drain in time
+        │   └── RequestTimeoutError    a request got no reply in time  (retriable)
+        ├── SendError                  some messages of a batch failed (per-message causes)
+        └── ClosedError                the object was closed
 
     RetryableError                     raised by handlers: try again later  (retriable)
     NonRetryableError                  raised by handlers: dead-letter or drop
+
+Every bridge error is a `RuntimeError`, as mq-bridge-py raises for config, start and
+request errors, so ``except RuntimeError:`` code written for it keeps working; decoding
+errors are `ValueError` and wrong argument types `TypeError`, as there.
 
 Every error has a ``retriable`` class attribute; retry loops ask it instead of listing
 types. Exceptions that are not ours count as not retriable.
@@ -35,7 +41,7 @@ __all__ = [
 ]
 
 
-class MQBridgeError(Exception):
+class MQBridgeError(RuntimeError):
     """Root of the bridge's own errors."""
 
     retriable: bool = False
@@ -91,7 +97,7 @@ class SendError(MQBridgeError):
         return all(is_retriable(error) for error in self.failures.values())
 
 
-class ClosedError(MQBridgeError, RuntimeError):
+class ClosedError(MQBridgeError):
     """The publisher, consumer or route was closed and cannot be used any more."""
 
 

@@ -3,11 +3,13 @@
 A message is a payload (bytes), string metadata and an id. Broker-native objects stop at
 the endpoint that received them; everything after it sees only `Message`.
 
-Ids are UUID strings. New messages get a UUIDv7 (time-ordered), generated cheaply and
-rendered to text only when `.id` is read. An id given by the caller may be a UUID string,
-a ``0x`` hex literal or a decimal integer (all taken as the 128-bit value); any other
-string is hashed to a stable UUID (UUIDv5 in our own namespace), so equal strings always
-give the same id.
+Ids are UUID strings. A message made by the caller without one has none (`.id` is None,
+as in mq-bridge) until it travels: the first endpoint that needs it (a publisher, an
+output's codec) gives it a UUIDv7 (time-ordered, generated cheaply, rendered to text only
+when `.id` is read), which the message then keeps. Messages from an input always have one.
+An id given by the caller may be a UUID string, a ``0x`` hex literal or a decimal integer
+(all taken as the 128-bit value); any other string is hashed to a stable UUID (UUIDv5 in
+our own namespace), so equal strings always give the same id.
 
 JSON goes through orjson when it is installed (a dependency; several times faster than the
 standard library on the hot paths) and the standard library otherwise. One difference from
@@ -143,7 +145,7 @@ class Message:
             payload = _coerce_payload(payload)
         self._payload: bytes = payload
         self._metadata: dict[str, str] = coerce_metadata(metadata) if metadata else NO_METADATA
-        self._id: int = new_message_id() if id is None else normalize_message_id(id)
+        self._id: int | None = None if id is None else normalize_message_id(id)
 
     @classmethod
     def from_json(
@@ -156,12 +158,13 @@ class Message:
         return cls(dump_json(data), metadata, id)
 
     @classmethod
-    def trusted(cls, payload: bytes, metadata: dict[str, str], id_value: int) -> Message:
+    def trusted(cls, payload: bytes, metadata: dict[str, str], id_value: int | None) -> Message:
         """A message built without checks or copies: the door for endpoints and codecs.
 
         For data the library already holds in the right types: `payload` is ``bytes``,
         `metadata` a ``dict`` of ``str`` to ``str`` that nobody changes afterwards (it is
-        shared, not copied; `NO_METADATA` for none), `id_value` the 128-bit id. Anything
+        shared, not copied; `NO_METADATA` for none), `id_value` the 128-bit id (None: not
+        yet assigned). Anything
         else makes a broken message: use the constructor for values from users.
         """
         message = object.__new__(cls)
@@ -180,8 +183,13 @@ class Message:
         return dict(self._metadata)
 
     @property
-    def id(self) -> str:
-        return _format_id(self._id)
+    def id(self) -> str | None:
+        """The id as UUID text; None for a new message that has not travelled yet."""
+        return None if self._id is None else _format_id(self._id)
+
+    def assigned_id(self) -> str:
+        """The id as UUID text, given to the message first if it has none (see `id_int`)."""
+        return _format_id(self.id_int)
 
     @property
     def metadata_view(self) -> dict[str, str]:
@@ -190,8 +198,15 @@ class Message:
 
     @property
     def id_int(self) -> int:
-        """The id as its 128-bit integer value."""
-        return self._id
+        """The id as its 128-bit integer value, assigned now if the message has none yet.
+
+        Endpoints read this when a message travels, so every sent message has an id (and
+        keeps it: sending it again sends the same id).
+        """
+        value = self._id
+        if value is None:
+            value = self._id = new_message_id()
+        return value
 
     def get(self, key: str, default: str | None = None) -> str | None:
         """One metadata value without copying the whole mapping."""
@@ -244,10 +259,9 @@ class Message:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return (
-            f"Message(id={self.id!r}, payload=<{len(self._payload)} bytes>, "
-            f"metadata={self._metadata!r})"
-        )
+        # mq-bridge's shape; the payload itself is never shown (it may hold anything).
+        metadata = _json.dumps(self._metadata, ensure_ascii=False)
+        return f"Message(id={self.id!r}, metadata={metadata}, payload_len={len(self._payload)})"
 
 
 def messages_from_envelopes(envelopes: list[Any]) -> list[Message]:

@@ -126,9 +126,27 @@ class Publisher(FromConfig, ClosedOnExit):
 
 
 def _as_message(message: Message | bytes, metadata: Mapping[str, str] | None) -> Message:
+    """The message to send, with its id (a new message gets its id as it travels)."""
     if isinstance(message, Message):
-        return message.with_metadata(metadata) if metadata else message
-    return Message(message, metadata)
+        if metadata:
+            message = message.with_metadata(metadata)
+        message.id_int  # noqa: B018 - assigns the id of a message that has none
+        return message
+    return Message.trusted(_bytes(message), _metadata(metadata), new_message_id())
+
+
+def _bytes(payload: object) -> bytes:
+    if type(payload) is bytes:
+        return payload
+    if isinstance(payload, (bytearray, memoryview)):
+        return bytes(payload)
+    raise TypeError(
+        f"message must be a Message instance or bytes-like payload, not {type(payload).__name__}"
+    )
+
+
+def _metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
+    return coerce_metadata(metadata) if metadata else NO_METADATA
 
 
 def _closed(message: Message) -> None:

@@ -6,8 +6,9 @@
     route.stop(); route.join()
 
 Lifecycle: new -> running (start) -> stopped (once `stop()` was asked and the batch in
-hand is finished, or the route failed). A route starts once; a
-second `start` raises `RuntimeError`. `join` re-raises an error that ended the route.
+hand is finished, or the route failed) -> running again (start). `start` on a running
+route raises `RuntimeError`; a stopped route starts afresh: new endpoints and connections,
+from where its input's commits left off. `join` re-raises an error that ended the route.
 """
 
 from __future__ import annotations
@@ -83,9 +84,13 @@ class Route(FromConfig):
     def start(self) -> None:
         """Build and connect the endpoints (errors raise here), then run on a thread."""
         with self._lock:
-            if self._state is not _State.NEW:
-                raise RuntimeError(f"route {self.name!r} was already started; make a new Route")
+            if self._state is _State.RUNNING and not self._stopping.is_set():
+                raise RuntimeError(f"route {self.name!r} is already running")
+            if self._thread is not None:
+                self._thread.join()  # stopped or stopping: let it finish closing first
             self._state = _State.RUNNING
+            self._stopping = threading.Event()
+            self._thread = self._runner = self._endpoints = None
         try:
             runner = self._build_runner()
         except BaseException:

@@ -5,8 +5,16 @@ import pytest
 from mq_bridge import Message
 
 
+def test_a_new_message_has_no_id_until_it_travels_then_keeps_it():
+    message = Message(b"x")
+    assert message.id is None and Message.from_json({"a": 1}).id is None
+    assigned = message.assigned_id()
+    assert message.id == assigned == message.assigned_id()
+    assert message.with_json({"b": 2}).id == assigned
+
+
 def test_new_ids_are_uuid7_and_sort_in_creation_order():
-    ids = [Message(b"x").id for _ in range(20_000)]  # enough to fill a millisecond's sequence
+    ids = [Message(b"x").assigned_id() for _ in range(20_000)]  # fills a millisecond's sequence
     assert all(uuid.UUID(i).version == 7 and uuid.UUID(i).variant == uuid.RFC_4122 for i in ids)
     assert ids == sorted(ids)
     assert len(set(ids)) == 20_000

@@ -183,6 +183,10 @@ def _cached_schema(key: object) -> dict[str, Any]:
 def _assemble(endpoint_plugins: dict[str, Plugin], middleware_plugins: dict[str, Plugin]) -> dict:
     defs: dict[str, Any] = {
         "ConfigSections": _sections_schema(),
+        "RouteMap": {
+            "description": "Routes by name, the whole document (mq-bridge's root shape).",
+            **_named("Route"),
+        },
         "Route": _route_schema(),
         "Endpoint": _endpoint_schema(endpoint_plugins),
         "Middleware": _middleware_schema(middleware_plugins),
@@ -197,11 +201,13 @@ def _assemble(endpoint_plugins: dict[str, Plugin], middleware_plugins: dict[str,
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "ConfigDocument",
-        "description": "An mq_bridge config: named sections, a bare route or a bare endpoint.",
+        "description": "An mq_bridge config: named sections, a bare route, a bare endpoint "
+        "or a map of route names to routes.",
         "anyOf": [
             {"$ref": "#/$defs/ConfigSections"},
             {"$ref": "#/$defs/Route"},
             {"$ref": "#/$defs/Endpoint"},
+            {"$ref": "#/$defs/RouteMap"},
         ],
         "$defs": defs,
     }

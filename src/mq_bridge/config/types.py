@@ -29,6 +29,7 @@ __all__ = [
     "RetryMiddleware",
     "Route",
     "RouteConfig",
+    "RouteMap",
     "RoutesConfig",
     "StaticConfig",
     "SwitchConfig",
@@ -137,7 +138,8 @@ class FileConfig(_FileConfigRequired, total=False):
     fsync: Literal["off", "batch", "periodic", "always"]
     #: Output: the period of `periodic`.
     fsync_interval_ms: int
-    #: Output: how long single sends may wait in the buffer (0: none).
+    #: Output: opt-in write-behind: how long single sends may wait in a buffer before they are
+    #: written (0: each is written before send returns).
     linger_ms: int
 
 
@@ -371,6 +373,9 @@ class WeakJoinMiddleware(_WeakJoinMiddlewareRequired, total=False):
 #: The outputs that each receive a copy of every batch.
 FanoutConfig = list["Endpoint"]
 
+#: Routes by name, the whole document (mq-bridge's root shape).
+RouteMap = dict[str, "Route"]
+
 #: A fixed message: the body as a string, or a mapping with `body`.
 StaticConfig = Union[str, "StaticConfigOptions"]
 
@@ -382,5 +387,6 @@ MiddlewareConfig = Middleware
 
 RoutesConfig = dict[str, "Route"]
 
-#: An mq_bridge config: named sections, a bare route or a bare endpoint.
-ConfigDocument = Union["ConfigSections", "Route", "Endpoint"]
+#: An mq_bridge config: named sections, a bare route, a bare endpoint or a map of route names to
+#: routes.
+ConfigDocument = Union["ConfigSections", "Route", "Endpoint", "RouteMap"]

@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from mq_bridge.errors import EndpointError
 from mq_bridge.message import Message
 
 if TYPE_CHECKING:
@@ -199,8 +200,18 @@ class OutputEndpoint:
         return False
 
     def request(self, message: Message, timeout: float | None) -> Message:
-        """Send one message and wait for its reply (request/reply outputs only)."""
-        raise NotImplementedError(f"{self.describe()} does not support request/reply")
+        """Send one message and wait for its reply.
+
+        An output that does not answer requests sends the message, then raises: it was
+        delivered, but only acknowledged (mq-bridge does the same). Request/reply outputs
+        (memory with ``request_reply``, response, static, brokers' request modes) override it.
+        """
+        self.send_one(message)
+        raise EndpointError(
+            f"{self.describe()}: expected a response, but the endpoint only acknowledged the "
+            "message (it was sent); request/reply needs an endpoint that answers, such as "
+            "memory with `request_reply: true` read by a route with a `response` output"
+        )
 
     def json_sender(self) -> JsonSender | None:
         """A cheaper `Publisher.send_json`: ``sender(data, metadata, id)`` encodes `data`

@@ -46,6 +46,13 @@ class ResponseOutput(OutputEndpoint):
     def send_one(self, message: Message) -> None:
         self._deliver(message)
 
+    def request(self, message: Message, timeout: float | None) -> Message:
+        """The message itself, with its id: a request to `response` answers itself (the
+        reply a waiting requester would get from a route ending here)."""
+        message.id_int  # noqa: B018 - a new message gets its id as it travels
+        self._deliver(message)
+        return message
+
     def describe(self) -> str:
         return "response"
 

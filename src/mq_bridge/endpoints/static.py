@@ -77,7 +77,7 @@ class StaticOutput(OutputEndpoint):
 
     def request(self, message: Message, timeout: float | None) -> Message:
         metadata = dict(self._metadata)
-        metadata["correlation_id"] = message.get("correlation_id") or message.id
+        metadata["correlation_id"] = message.get("correlation_id") or message.assigned_id()
         return Message.trusted(self._body, metadata, new_message_id())
 
     def describe(self) -> str:

@@ -42,6 +42,7 @@ def to_output_message(result: Any, source: Message) -> Message | None:
     if result is None:
         return None
     if kind is Message or isinstance(result, Message):
+        result.id_int  # noqa: B018 - a new message gets its id as it travels
         return _keep_correlation(result, source)
     if kind is bytes:
         payload = result

@@ -92,5 +92,5 @@ def test_mypy_accepts_the_seed_sample_and_rejects_a_wrong_type(tmp_path: Path) -
         timeout=240,
     )
     errors = [line for line in result.stdout.splitlines() if ": error:" in line]
-    assert len(errors) == 1, result.stdout
-    assert "sample.py:13:" in errors[0]
+    assert errors, result.stdout  # the wrong document is rejected...
+    assert all("sample.py:13:" in error for error in errors), result.stdout  # ...only it

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -153,3 +156,28 @@ def test_send_json_after_close_raises_closed(tmp_path: Path) -> None:
     publisher.close()
     with pytest.raises(ClosedError):
         publisher.send_json({"a": 1})
+
+
+def test_a_returning_send_has_written_its_record(tmp_path: Path) -> None:
+    """No write-behind by default: the record is in the file when `send` returns."""
+    path = tmp_path / "now.jsonl"
+    with Publisher.from_config({"file": {"path": str(path)}}) as publisher:
+        publisher.send_json({"n": 1})
+        assert path.read_bytes().count(b"\n") == 1
+        publisher.send(Message(b"two"))
+        assert path.read_bytes().count(b"\n") == 2
+
+
+def test_sent_records_survive_the_process_dying_right_after_send(tmp_path: Path) -> None:
+    path = tmp_path / "crash.jsonl"
+    script = (
+        "import os, sys\n"
+        "from mq_bridge import Publisher\n"
+        "p = Publisher.from_config({'file': {'path': sys.argv[1]}})\n"
+        "for n in range(100):\n"
+        "    p.send_json({'n': n})\n"
+        "os._exit(0)  # no close, no flush, no atexit: as if killed\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(path)], check=True, timeout=60)
+    lines = path.read_bytes().splitlines()
+    assert [json.loads(json.loads(line)["payload"])["n"] for line in lines] == list(range(100))

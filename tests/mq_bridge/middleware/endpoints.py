@@ -67,7 +67,8 @@ class ListOutput(OutputEndpoint):
         self.calls += 1
         failures: dict[int, BaseException] = {}
         for index, message in enumerate(messages):
-            attempt = self.attempts[message.id] = self.attempts.get(message.id, 0) + 1
+            key = message.id_int
+            attempt = self.attempts[key] = self.attempts.get(key, 0) + 1
             error = self._fail(message, attempt) if self._fail else None
             if error is not None:
                 failures[index] = error
@@ -88,8 +89,12 @@ class ListOutput(OutputEndpoint):
 
 
 def numbered(count: int) -> list[Message]:
-    """`count` small JSON messages whose payload is their number."""
-    return [Message.from_json({"n": n}) for n in range(count)]
+    """`count` small JSON messages whose payload is their number (each with its id, as a
+    message that came from an input has)."""
+    messages = [Message.from_json({"n": n}) for n in range(count)]
+    for message in messages:
+        message.assigned_id()
+    return messages
 
 
 def context_with(outputs: dict[str, OutputEndpoint], **options: object) -> BuildContext:

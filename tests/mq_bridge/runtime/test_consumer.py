@@ -67,7 +67,7 @@ def test_memory_status_reports_backlog_and_capacity():
     fill(topic, 3)
     with Consumer.from_config({"memory": {"topic": topic}}) as consumer:
         status = consumer.status()
-        assert status["pending"] == 3 and status["target"] == f"memory:{topic}"
+        assert status["pending"] == 3 and status["target"] == topic  # as mq-bridge names it
         assert status["healthy"] is True and status["error"] is None
         consumer.poll(max=3, timeout_ms=100)
         assert consumer.status()["pending"] == 0

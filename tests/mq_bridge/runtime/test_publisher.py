@@ -37,7 +37,7 @@ def test_bad_values_are_rejected_with_a_clear_error():
             publisher.send_json({"when": object()})
         with pytest.raises(TypeError, match="metadata must map str to str"):
             publisher.send_json({}, {"n": 1})  # type: ignore[dict-item]
-        with pytest.raises(TypeError, match="payload must be bytes"):
+        with pytest.raises(TypeError, match="a Message instance or bytes-like payload"):
             publisher.send("text")  # type: ignore[arg-type]
 
 

@@ -24,15 +24,21 @@ def simple(**options: object) -> Route:
     )
 
 
-def test_a_second_start_raises_even_after_stop():
+def test_a_running_route_refuses_a_second_start_and_a_stopped_one_starts_again():
     route = simple()
     route.start()
-    with pytest.raises(RuntimeError, match="already started"):
+    with pytest.raises(RuntimeError, match="already running"):
         route.start()
     route.stop()
     route.join()
-    with pytest.raises(RuntimeError, match="already started"):
-        route.start()
+    route.start()  # as mq-bridge: a stopped route can be started again
+    assert route.running
+    route.stop()
+    route.start()  # stop() then start() without join(): waits for the old run to close
+    assert route.running
+    route.stop()
+    route.join()
+    assert not route.running
 
 
 def test_run_blocks_until_stop_is_called_from_another_thread():

@@ -4,13 +4,14 @@ Features
     - Formats `normal` (JSON envelope with id, metadata, payload; the default), `json`
       (envelope with the payload as a JSON value), `text`, `raw` (payload bytes only), and
       mq-bridge's aliases (`envelope`, `envelope_json`, `envelope_text`, `payload`).
-    - Output: parent directories are created and the file stays open. A batch (`send`,
-      what routes and `send_batch` use) is written with one `write` before `send` returns,
-      so a route acks its source only once the records are in the file. Single sends
-      (`Publisher.send`) are buffered for at most `linger_ms` (or 64 KiB) and written
-      together: after a `kill -9` the last few milliseconds of single sends may be missing
-      unless `flush()` returned, `linger_ms: 0` or `fsync: always` is set. `fsync` decides
-      when written data is forced to disk (a power loss, not a process crash).
+    - Output: parent directories are created and the file stays open. Every send returns
+      once its records are written to the file (visible to readers, safe if the process
+      dies): a batch (`send`, what routes and `send_batch` use) with one `write`, a single
+      `Publisher.send` with one `write` of its own. Opt-in write-behind: with `linger_ms`
+      above 0 (Kafka's word), single sends are buffered for at most that long (or 64 KiB)
+      and written together; after a `kill -9` the last few milliseconds of them may be
+      missing unless `flush()` returned. `fsync` decides when written data is forced to
+      disk (a power loss, not a process crash).
     - Input modes: `consume` (from the start; `exhausted` turns true once everything up to
       the end of the file has been handed out), `subscribe` (tail from the end),
       `group_subscribe` (from the group's stored progress; `ack` saves it atomically).
@@ -43,8 +44,8 @@ Options (declared in `options.py`, `FileOptions`)
                       flush/close) | always (every send, single ones too, written and synced
                       before it returns; the slowest)
     fsync_interval_ms output: for `periodic` (default 1000)
-    linger_ms         output: how long single sends may wait in the buffer (default 5; 0 =
-                      write each before returning)
+    linger_ms         output: opt-in write-behind: how long single sends may wait in a
+                      buffer (default 0: each is written before `send` returns)
 """
 
 from __future__ import annotations

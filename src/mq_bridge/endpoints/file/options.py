@@ -50,7 +50,10 @@ class FileOptions(Options):
     )
     fsync_interval_ms: int = Field(1000, ge=0, description="Output: the period of `periodic`.")
     linger_ms: int = Field(
-        5, ge=0, description="Output: how long single sends may wait in the buffer (0: none)."
+        0,
+        ge=0,
+        description="Output: opt-in write-behind: how long single sends may wait in a buffer "
+        "before they are written (0: each is written before send returns).",
     )
 
     @model_validator(mode="after")

@@ -38,7 +38,7 @@ _POSITION_NAMESPACE = uuid.UUID("c51c8622-b76b-4320-b6f0-499679493945")
 def headers_for(message: Message) -> dict[str, str]:
     """The headers that carry `message`: its metadata minus ``mqb.src.*``, plus its id."""
     headers = drop_source_keys(message.metadata)  # .metadata is a fresh copy: ours to change
-    headers[MESSAGE_ID_HEADER] = message.id
+    headers[MESSAGE_ID_HEADER] = message.assigned_id()
     return headers
 
 

@@ -43,7 +43,7 @@ class MemoryInput(InputEndpoint):
         channel = self._channel or self._topic.queue
         return EndpointStatus(
             healthy=not self._closed,
-            target=self.describe(),
+            target=self._topic.name,  # mq-bridge's status names the topic alone
             pending=len(channel),
             capacity=channel.capacity or None,
             details={"mode": "subscribe" if self._subscribe else "queue"},

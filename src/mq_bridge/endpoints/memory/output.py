@@ -58,9 +58,11 @@ class MemoryOutput(OutputEndpoint):
     def request(self, message: Message, timeout: float | None) -> Message:
         if self._closed:
             raise ClosedError(f"{self.describe()} output is closed")
+        if not self._request_reply:  # a plain publish: sent, then "only acknowledged"
+            return super().request(message, timeout)
         correlation_id = message.get("correlation_id")
         if correlation_id is None:
-            correlation_id = message.id
+            correlation_id = message.assigned_id()
             message = message.with_metadata(correlation_id=correlation_id)
         started = time.monotonic()
         with self._replies.expect(correlation_id) as waiter:
@@ -81,7 +83,7 @@ class MemoryOutput(OutputEndpoint):
         queue = self._topic.queue
         return EndpointStatus(
             healthy=True,
-            target=self.describe(),
+            target=self._topic.name,
             pending=len(queue),
             capacity=queue.capacity or None,
         )

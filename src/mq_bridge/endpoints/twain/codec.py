@@ -169,7 +169,7 @@ def key_function(key_type: str, key_from: str | None) -> KeyFunction:
     else:
 
         def id_key(message: Message) -> int | str:
-            return text_key(message.id)
+            return text_key(message.assigned_id())
 
     if key_from is None:
         return id_key
