@@ -27,7 +27,7 @@ from mq_bridge.runtime.factory import build_input, new_context
 
 __all__ = ["Consumer"]
 
-DEFAULT_MAX = 128
+DEFAULT_MAX = 256  # as mq-bridge-py
 
 
 class Consumer(FromConfig, ClosedOnExit):
@@ -67,6 +67,8 @@ class Consumer(FromConfig, ClosedOnExit):
 
     def ack(self, token: int) -> None:
         """Acknowledge one batch. On cumulative-ack inputs the oldest batch must come first."""
+        if type(token) is not int:
+            raise TypeError(f"a batch token is an int from poll_batch, not {type(token).__name__}")
         source = self._open_input()
         batch = self._outstanding.get(token)
         if batch is None:
@@ -97,7 +99,13 @@ class Consumer(FromConfig, ClosedOnExit):
             source.nack(self._outstanding.pop(key))
 
     def commit(self) -> None:
-        """Acknowledge every batch handed out since the last commit, oldest first."""
+        """Acknowledge every batch handed out since the last commit, oldest first.
+
+        After `close()` there is nothing left to commit: a no-op, as in mq-bridge-py (the
+        batches still outstanding were released for redelivery by `close`).
+        """
+        if self._input is None:
+            return
         source = self._open_input()
         while self._outstanding:
             token, batch = next(iter(self._outstanding.items()))

@@ -15,6 +15,10 @@ if TYPE_CHECKING:
     from mq_bridge.config.types import *  # noqa: F403
 
 
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__getattr__("__all__")})
+
+
 def __getattr__(name: str) -> Any:
     # The TypedDicts load on first use: `import mq_bridge` does not need them.
     types = importlib.import_module("mq_bridge.config.types")

@@ -11,9 +11,9 @@ __all__ = [
     "BufferMiddleware",
     "ConfigDocument",
     "ConfigSections",
+    "DeadLetterQueueMiddleware",
     "DeduplicationMiddleware",
     "DelayMiddleware",
-    "DlqMiddleware",
     "Endpoint",
     "EndpointConfig",
     "FanoutConfig",
@@ -62,6 +62,17 @@ class ConfigSections(TypedDict, total=False):
     consumers: dict[str, Endpoint]
 
 
+class _DeadLetterQueueMiddlewareRequired(TypedDict):
+    #: The output endpoint that receives the dead letters.
+    endpoint: Endpoint
+
+
+class DeadLetterQueueMiddleware(_DeadLetterQueueMiddlewareRequired, total=False):
+    """Sends messages that failed for good to another endpoint, with the error, route and attempt
+    count in their metadata (mqb.dlq.*).
+    """
+
+
 class _DeduplicationMiddlewareRequired(TypedDict):
     #: How long an id is remembered, in seconds.
     ttl_seconds: int
@@ -86,17 +97,6 @@ class _DelayMiddlewareRequired(TypedDict):
 
 class DelayMiddleware(_DelayMiddlewareRequired, total=False):
     """Waits delay_ms before each batch is sent (output) or handed out (input)."""
-
-
-class _DlqMiddlewareRequired(TypedDict):
-    #: The output endpoint that receives the dead letters.
-    endpoint: Endpoint
-
-
-class DlqMiddleware(_DlqMiddlewareRequired, total=False):
-    """Sends messages that failed for good to another endpoint, with the error, route and attempt
-    count in their metadata (mqb.dlq.*).
-    """
 
 
 class Endpoint(TypedDict, total=False):
@@ -186,7 +186,7 @@ class Middleware(TypedDict, total=False):
     buffer: BufferMiddleware
     deduplication: DeduplicationMiddleware
     delay: DelayMiddleware
-    dlq: DlqMiddleware
+    dlq: DeadLetterQueueMiddleware
     limiter: LimiterMiddleware
     metrics: MetricsMiddleware
     random_panic: RandomPanicMiddleware

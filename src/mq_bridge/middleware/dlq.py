@@ -30,7 +30,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from mq_bridge.config.declarations import EndpointRef, Options
 from mq_bridge.endpoints.base import BuildContext, EndpointStatus, OutputEndpoint
@@ -50,6 +50,8 @@ __all__ = [
 class DeadLetterOptions(Options):
     """Sends messages that failed for good to another endpoint, with the error, route and
     attempt count in their metadata (mqb.dlq.*)."""
+
+    model_config = ConfigDict(title="DeadLetterQueueMiddleware")  # mq-bridge's $defs name
 
     endpoint: EndpointRef = Field(description="The output endpoint that receives the dead letters.")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 from mq_bridge.endpoints.memory.topic import MemoryChannel, get_topic
+from mq_bridge.errors import EndpointError
 
 __all__ = ["MemoryDrainer"]
 
@@ -20,13 +21,16 @@ class MemoryDrainer:
         self._channel = channel
 
     @classmethod
-    def from_topic(cls, topic: str, capacity: int | None = None) -> MemoryDrainer:
-        """A drainer for `topic` (created with `capacity` if it does not exist yet)."""
+    def from_topic(cls, topic: str, capacity: int = 65536) -> MemoryDrainer:
+        """A drainer for `topic` (created with `capacity` if it does not exist yet, else
+        grown to it), as mq-bridge-py's."""
         name = topic.removeprefix("memory://")
         return cls(get_topic(name, capacity).queue)
 
     def drain(self, count: int, timeout: float | None = None, batch_size: int = 4096) -> int:
-        """Take up to `count` messages, giving up after `timeout` seconds; how many were taken."""
+        """Take `count` messages and return `count`; a `timeout` (seconds) that passes first
+        raises `EndpointError` (a `RuntimeError`) saying how many were taken, as in mq-bridge-py.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
         taken = 0
         take = self._channel.take
@@ -35,4 +39,6 @@ class MemoryDrainer:
             if remaining is not None and remaining <= 0:
                 break
             taken += len(take(min(batch_size, count - taken), remaining))
+        if taken < count:
+            raise EndpointError(f"drained {taken} of {count} messages within {timeout}s")
         return taken
