@@ -1,7 +1,7 @@
 """Cost of middleware on a route, using only the public API (one script, us and the peer).
 
-    /work/main/.venv/bin/python bench/middleware_route.py
-    /tmp/peer-mqb/bin/python bench/middleware_route.py
+    .venv/bin/python bench/middleware_route.py
+    "$(scripts/peer-venv.sh mq-bridge)" bench/middleware_route.py
 
 memory -> route(with_handler returning the message) -> memory, batch_size 512, 100k messages
 of ~100 B JSON sent with Publisher.send_json and drained with MemoryDrainer, with:

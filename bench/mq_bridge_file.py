@@ -4,8 +4,8 @@ Writes N messages (~100 B JSON, one metadata key) one `Publisher.send_json` at a
 then reads them back with `Consumer.poll(max=500)` + `commit()`, touching each payload.
 Uses only the public API, so the same script measures a peer::
 
-    /work/main/.venv/bin/python bench/mq_bridge_file.py
-    /tmp/peer-mqb/bin/python bench/mq_bridge_file.py
+    .venv/bin/python bench/mq_bridge_file.py
+    "$(scripts/peer-venv.sh mq-bridge)" bench/mq_bridge_file.py
 
 Prints one line per run and the medians of `--runs` runs.
 """

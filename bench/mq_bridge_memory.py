@@ -2,8 +2,8 @@
 
 One script measures us and the peer (mq-bridge 1.2.0 in its own venv):
 
-    /tmp/peer-mqb/bin/python bench/mq_bridge_memory.py --scenario all
-    /work/main/.venv/bin/python bench/mq_bridge_memory.py --scenario all
+    "$(scripts/peer-venv.sh mq-bridge)" bench/mq_bridge_memory.py --scenario all
+    .venv/bin/python bench/mq_bridge_memory.py --scenario all
 
 Scenarios (100k messages of ~100 B JSON by default; each figure is the median of --runs):
 

@@ -10,7 +10,7 @@ Four figures, ~100 B JSON messages with one metadata key, a 4-partition topic:
 
 Run::
 
-    /work/main/.venv/bin/python bench/mq_bridge_twain.py [--messages N] [--runs 3]
+    .venv/bin/python bench/mq_bridge_twain.py [--messages N] [--runs 3]
 
 Prints one line per run and the medians.
 """

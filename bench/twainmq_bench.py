@@ -3,6 +3,10 @@
     python bench/twainmq_bench.py SCENARIO [--count N]     # measure the installed twainmq
     python bench/twainmq_bench.py --compare [SCENARIO ...]  # ours vs the peer, side by side
 
+--compare runs "ours" with the python running this script and the peer with the python
+`scripts/peer-venv.sh twainmq` prints (it makes the peer's venv on first use, under
+$TWAINMQ_PEERS_DIR or .peers/); --peer-python PATH uses another.
+
 Scenarios (100-byte messages, u16 keys cycling over 1000 values, 4 partitions, unless said):
   produce       write_message one at a time
   produce1000   write_message one at a time, 1000-byte messages
@@ -37,8 +41,7 @@ from pathlib import Path
 
 from twainmq import Twain
 
-PEER_PYTHON = "/tmp/peer-twain/bin/python"
-OURS_PYTHON = str(Path(__file__).resolve().parents[1] / ".venv" / "bin" / "python")
+PEER_VENV_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "peer-venv.sh"
 PARTITIONS = 4
 KEYS = 1000
 SCENARIOS = (
@@ -188,24 +191,33 @@ def default_count(scenario: str) -> int:
     return {"rss": 1_000_000, "fsync-always": 5_000}.get(scenario, 200_000)
 
 
-def compare(scenarios: list[str], count: int | None) -> None:
+def peer_python() -> str:
+    """The peer's python, from `scripts/peer-venv.sh twainmq` (which makes its venv once)."""
+    result = subprocess.run(
+        [str(PEER_VENV_SCRIPT), "twainmq"], stdout=subprocess.PIPE, text=True, check=True
+    )
+    return result.stdout.strip()
+
+
+def compare(scenarios: list[str], count: int | None, peer: str) -> None:
     """Run each scenario 3 times with our python and the peer's, alternating, so that both
     meet the same machine load; print the medians and their ratio."""
+    ours_python = sys.executable
     print(f"{'scenario':18} {'ours':>14} {'peer 0.2.3':>14} {'ratio':>8}")
     for scenario in scenarios:
-        figures: dict[str, list[float]] = {OURS_PYTHON: [], PEER_PYTHON: []}
+        figures: dict[str, list[float]] = {ours_python: [], peer: []}
         for _ in range(3):
             for python in figures:
-                if scenario == "rss" and python == PEER_PYTHON:
+                if scenario == "rss" and python == peer:
                     continue
                 args = [python, __file__, scenario, "--runs=1"]
                 args += [f"--count={count}"] if count else []
                 out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
                 figures[python].append(json.loads(out)["value"])
-        ours = statistics.median(figures[OURS_PYTHON])
-        peer = statistics.median(figures[PEER_PYTHON]) if figures[PEER_PYTHON] else None
-        ratio = f"{ours / peer:.1f}x" if peer else "-"
-        peer_text = f"{peer:,.2f}" if peer is not None else "-"
+        ours = statistics.median(figures[ours_python])
+        theirs = statistics.median(figures[peer]) if figures[peer] else None
+        ratio = f"{ours / theirs:.1f}x" if theirs else "-"
+        peer_text = f"{theirs:,.2f}" if theirs is not None else "-"
         print(f"{scenario:18} {ours:>14,.2f} {peer_text:>14} {ratio:>8}", flush=True)
 
 
@@ -215,9 +227,12 @@ def main() -> None:
     parser.add_argument("--count", type=int)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--compare", action="store_true")
+    parser.add_argument(
+        "--peer-python", help="the peer's python (default: scripts/peer-venv.sh twainmq)"
+    )
     args = parser.parse_args()
     if args.compare:
-        compare(args.scenario or list(SCENARIOS), args.count)
+        compare(args.scenario or list(SCENARIOS), args.count, args.peer_python or peer_python())
         return
     for scenario in args.scenario:
         count = args.count or default_count(scenario)

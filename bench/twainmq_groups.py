@@ -9,8 +9,8 @@ Scenarios (medians of --runs runs):
             the only member of a group (ours only: the ratio is between our own two modes)
 
 Usage:
-  /work/main/.venv/bin/python bench/twainmq_groups.py
-  /tmp/peer-twain/bin/python bench/twainmq_groups.py --scenarios share failover --runs 1
+  .venv/bin/python bench/twainmq_groups.py
+  "$(scripts/peer-venv.sh twainmq)" bench/twainmq_groups.py --scenarios share failover --runs 1
 Only the public API of the seed is used, so the same script measures both packages.
 """
 

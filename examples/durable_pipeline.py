@@ -3,7 +3,7 @@
     python examples/durable_pipeline.py [STORE_DIRECTORY]
 
 Everything lives in one directory (a fresh temporary one by default): the config
-`durable_pipeline.yaml` beside this file takes it from ``$TWAIN_ROOT``. The script
+`durable_pipeline.yaml` beside this file takes it from ``$TWAINMQ_ROOT``. The script
 publishes orders, runs the route until every order is through, reads the enriched orders
 back with a pull consumer, then publishes more and runs the route again: the route's
 consumer group resumes where it committed, so only the new orders are handled (and the
@@ -61,7 +61,7 @@ def run_and_collect(expected: int) -> list[dict[str, int]]:
 
 def main() -> None:
     root = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="durable-pipeline-")
-    os.environ["TWAIN_ROOT"] = root
+    os.environ["TWAINMQ_ROOT"] = root
     publish(0, 1000)
     first = run_and_collect(1000)
     large = sum(order["tier"] == "large" for order in first)

@@ -67,7 +67,7 @@ def test_durable_pipeline(tmp_path: Path) -> None:
 def test_durable_pipeline_from_the_command_line(tmp_path: Path) -> None:
     config = str(EXAMPLES / "durable_pipeline.yaml")
     handler = f"{EXAMPLES / 'durable_pipeline.py'}:enrich"
-    env = {"TWAIN_ROOT": str(tmp_path / "store")}
+    env = {"TWAINMQ_ROOT": str(tmp_path / "store")}
     mq_bridge = [sys.executable, "-m", "mq_bridge"]
     order = '{"order_id": 1, "quantity": 2, "unit_price_cents": 450}'
     _run(

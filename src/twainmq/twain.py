@@ -82,11 +82,13 @@ class Twain:
             )
         names = [t if isinstance(t, str) else message_type_name(t) for t in message_types or []]
         config = TopicConfig(topic_name, key_type, partitions, names, **settings)
-        write_new_config(self._root, config)
         directory = self._root / topic_name
-        if directory.exists():  # left by a delete that stopped half-way: not this topic's
+        if directory.exists() and not self.topic_exists(topic_name):
+            # Left by a delete that stopped half-way: not this topic's. Removed before the
+            # config appears: from then on other processes may already use the directory.
             _remove_tree(directory)
-        directory.mkdir()
+        write_new_config(self._root, config)
+        directory.mkdir(exist_ok=True)  # a user of the new topic may have made it already
         return config
 
     def topic_exists(self, topic_name: str) -> bool:

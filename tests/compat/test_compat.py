@@ -12,7 +12,6 @@ Without the peer's venv (no network), the suite skips — but under ``CI=true`` 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests import peers
 from tests.compat.divergences import DIVERGENCES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,38 +28,21 @@ OBSERVE = Path(__file__).with_name("observe.py")
 
 
 def _observe(python: str, *, peer: bool = False) -> dict[str, dict[str, Any]]:
-    environment = dict(os.environ)
-    if peer:  # the peer's venv must import its own mq_bridge, whatever points at ours
-        environment.pop("PYTHONPATH", None)
     done = subprocess.run(
         [python, str(OBSERVE)],
         capture_output=True,
         text=True,
         timeout=300,
         cwd=tempfile.gettempdir(),  # not the repository: its src/ must not shadow the peer
-        env=environment,
+        env=peers.peer_environment() if peer else None,
     )
     assert done.returncode == 0, f"{python} observe.py failed:\n{done.stderr[-3000:]}"
     return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def _peer_python() -> str:
-    try:
-        done = subprocess.run(
-            ["bash", str(ROOT / "scripts" / "peer-venv.sh"), "mq-bridge-py"],
-            capture_output=True, text=True, timeout=600, check=True,
-        )  # fmt: skip
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
-        reason = f"cannot make mq-bridge-py 0.3.2's venv (scripts/peer-venv.sh): {error}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return done.stdout.strip().splitlines()[-1]
-
-
 @pytest.fixture(scope="module")
 def observations() -> tuple[dict[str, Any], dict[str, Any]]:
-    return _observe(sys.executable), _observe(_peer_python(), peer=True)
+    return _observe(sys.executable), _observe(peers.peer_python("mq-bridge-py"), peer=True)
 
 
 def _agree(ours: Any, peer: Any) -> bool:

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from twainmq import Twain
 
+from .lock_watch import LockWatch
 from .test_processes import check_log, read_acks, start_writer
 
 HOLD_AND_SLEEP = """
@@ -128,16 +130,29 @@ def test_a_lazy_holder_killed_with_kill_9_mid_stream_frees_the_partition(
     assert acked <= set(found["w"]) and found["after"][0] == (0, after)
 
 
-def test_an_exclusive_holder_killed_with_kill_9_frees_the_partition(tmq: Twain) -> None:
+def test_an_idle_exclusive_holder_keeps_the_lock_until_kill_9_frees_it(tmq: Twain) -> None:
     tmq.create_topic("t", partitions=1)
     holder = start_holder(tmq)
+    written: list[int] = []
+
+    def write_after() -> None:
+        with tmq.producer("t") as producer:
+            written.append(producer.write_message(1, "after").offset)
+
+    waiter = threading.Thread(target=write_after)
+    watch = LockWatch(head_of(tmq))
     try:
-        assert not lock_is_free(head_of(tmq))
         consumer = tmq.consumer("t")  # readers never wait for the holder
         assert consumer.poll(timeout=10).message == "held:0"  # type: ignore[union-attr]
+        waiter.start()
+        # Idle and asked, an exclusive holder keeps the lock (a lazy one would let go
+        # within a few ms: far less than 20 refused tries of >= 2 ms each).
+        assert watch.refused_tries(20, lambda: not waiter.is_alive()) == 20
+        assert written == []
     finally:
+        watch.close()
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait(timeout=30)
-    with tmq.producer("t") as producer:
-        assert producer.write_message(1, "after").offset == 1
+    waiter.join(timeout=60)
+    assert written == [1]  # the waiting writer got the partition once the holder died
     assert [m.message for m in tmq.consumer("t").poll_many(10, timeout=1)] == ["held:0", "after"]

@@ -15,6 +15,8 @@ import pytest
 
 from twainmq import Twain
 
+from .lock_watch import LockWatch
+
 WRITER = str(Path(__file__).with_name("writer_process.py"))
 
 
@@ -104,13 +106,27 @@ def test_an_exclusive_producer_makes_other_processes_wait(tmq: Twain, tmp_path: 
     tmq.create_topic("t")
     holder = tmq.producer("t", exclusive=True)
     holder.write_message(1, "held:0")
-    other = start_writer(tmq.root_dir, "w", 5, "never", tmp_path / "w.acks")
-    time.sleep(0.5)
-    assert other.poll() is None  # still waiting for the lock
-    assert read_acks(tmp_path / "w.acks") == []
-    assert tmq.consumer("t").poll().message == "held:0"  # type: ignore[union-attr]
-    holder.write_message(1, "held:1")
-    holder.close()
-    assert other.wait(timeout=60) == 0
+    acks = tmp_path / "w.acks"
+    other = start_writer(tmq.root_dir, "w", 5, "never", acks)
+    watch = LockWatch(tmq.root_dir / "t" / "0" / "head")
+
+    def got_in() -> bool:
+        return other.poll() is not None or bool(read_acks(acks))
+
+    try:
+        # It asks for the lock and is refused, also after a write of the holder (where a
+        # lazy holder lets go of a wanted lock) and while the holder idles (where a lazy
+        # holder lets go within a few ms, far less than the waiter's 20 tries of >= 2 ms).
+        assert watch.refused_tries(3, got_in) == 3, "the other process got the lock"
+        holder.write_message(1, "held:1")
+        assert watch.refused_tries(20, got_in) == 20, "the holder gave its lock away"
+        assert tmq.consumer("t").poll().message == "held:0"  # type: ignore[union-attr]
+        holder.write_message(1, "held:2")
+    finally:
+        watch.close()
+        holder.close()
+    assert other.wait(timeout=60) == 0, other.stderr.read()  # type: ignore[union-attr]
     found = check_log(tmq)
-    assert sorted(found["held"]) == [0, 1] and sorted(found["w"]) == list(range(5))
+    held = sorted(offset for _, offset in found["held"].values())
+    theirs = sorted(offset for _, offset in found["w"].values())
+    assert (held, theirs) == ([0, 1, 2], [3, 4, 5, 6, 7])  # it wrote only after the release

@@ -1,6 +1,7 @@
 """The getting-started guide's samples (the seed) run unchanged.
 
-Each sample is copied verbatim from the guide; they run in order in one namespace, as a
+The samples come from `tests.seed_samples` (kept verbatim; ``tests/test_seed_samples.py``
+checks them against the seed); they run in order in one namespace, as a
 reader following the guide would. The guide's root "/tmp/twain" is redirected to a temporary
 directory by the fixture (the sample text itself is not touched). The consumer-group sample
 belongs to the consumer-group tests.
@@ -15,41 +16,7 @@ from pathlib import Path
 import pytest
 
 import twainmq
-
-CREATE_STORE = """\
-from twainmq import Twain
-
-mq = Twain("/tmp/twain")
-"""
-
-CREATE_TOPIC = """\
-tmq = Twain("/tmp/twain")
-
-tmq.create_topic("events", key_type="u16", partitions=4)
-"""
-
-PRODUCE = """\
-producer = tmq.producer("events")
-
-producer.write_message(12, "Hello world")
-
-x = 12345
-producer.write_message(42, x.to_bytes(16))
-"""
-
-DATACLASSES = """\
-from dataclasses import dataclass
-
-@dataclass
-class Event:
-    id: int
-    text: str
-
-tmq.register_msg_cls(Event)
-
-producer = tmq.producer("events")
-producer.write_message(7, Event(id=1, text="hello"))
-"""
+from tests.seed_samples import CREATE_STORE, CREATE_TOPIC, DATACLASSES, PRODUCE
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import twainmq
+import twainmq.twain as twain_module
 from twainmq import (
     InvalidKeyTypeError,
     InvalidTopicNameError,
@@ -17,6 +18,7 @@ from twainmq import (
     Twain,
     UnknownTopicError,
 )
+from twainmq.config import TopicConfig
 
 
 def test_public_names_match_all() -> None:
@@ -133,3 +135,29 @@ def test_describe_reports_partitions_segments_offsets_bytes(tmq: Twain) -> None:
     assert all(len(p.segments) > 1 for p in description.partitions)
     assert description.bytes == 40 * (18 + 2 + 100)
     assert tmq.end_offsets("t") == {0: 20, 1: 20}
+
+
+def test_a_topic_used_the_moment_its_config_appears_keeps_what_was_written(
+    tmq: Twain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process may open a topic as soon as its config exists (two bridge members
+    with `create` did): the creator must not fail on, or wipe, the directory it made."""
+    other = Twain(tmq.root_dir)
+    publish = twain_module.write_new_config
+
+    def publish_then_used_at_once(root: Path, config: TopicConfig) -> None:
+        publish(root, config)
+        with other.producer(config.name) as producer:
+            producer.write_message(1, "early")
+
+    monkeypatch.setattr(twain_module, "write_new_config", publish_then_used_at_once)
+    tmq.create_topic("t")
+    assert [m.message for m in tmq.consumer("t").poll_many(10, timeout=1)] == ["early"]
+
+
+def test_files_left_by_a_half_finished_delete_are_not_inherited(tmq: Twain) -> None:
+    tmq.create_topic("t")
+    tmq.producer("t").write_message(1, "old")
+    (tmq.root_dir / "t.twc").unlink()  # a delete that stopped after removing the config
+    tmq.create_topic("t")
+    assert tmq.consumer("t").poll_many(10, timeout=0.1) == []

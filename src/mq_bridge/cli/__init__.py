@@ -8,8 +8,9 @@
     mq-bridge demo                     a durable pipeline on the embedded twainmq log
 
 Errors print one line, ``mq-bridge: error: ...``, and exit 1; usage errors exit 2; Ctrl-C
-exits 130 (``run`` treats the first Ctrl-C or SIGTERM as "stop cleanly" and exits 0). No
-traceback reaches the user; ``MQ_BRIDGE_DEBUG=1`` shows one for an internal error.
+exits 130 (``run`` treats the first Ctrl-C or SIGTERM as "stop cleanly"). ``run`` exits 3
+when it dropped messages (``EXIT_DROPPED``). No traceback reaches the user;
+``MQ_BRIDGE_DEBUG=1`` shows one for an internal error.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mq-bridge",
         description="Run and try out mq_bridge routes, publishers and consumers.",
+        epilog="Exit status: 0 done; 1 error; 2 usage error; 3 run dropped messages (a "
+        "handler or output failed for good); 130 interrupted.",
     )
     parser.add_argument("--version", action="version", version=f"mq-bridge {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")

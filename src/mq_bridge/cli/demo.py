@@ -136,12 +136,15 @@ def _run_enrich_route(config: Path, count: int, args: argparse.Namespace) -> tup
     route = Route(with_metrics_first(route_config)).with_handler(enrich_order)
     reporter = ProgressReporter([RouteCounter("enrich")], args.progress_interval, quiet=args.quiet)
     print("running route 'enrich': orders -> enrich_order -> orders.enriched")
-    reason = supervise(
-        {"enrich": route},
-        reporter,
-        stop_when_idle=_STALL_SECONDS,
-        finished=lambda: reporter.total_done() >= count,
-    )
+    try:
+        reason = supervise(
+            {"enrich": route},
+            reporter,
+            stop_when_idle=_STALL_SECONDS,
+            finished=lambda: reporter.total_done() >= count,
+        )
+    finally:
+        reporter.finish()
     print(f"stopped: {reason}", file=sys.stderr)
     reporter.summary(sys.stdout)
     return reporter.total_done(), reporter.last_activity - reporter.started

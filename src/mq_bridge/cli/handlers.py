@@ -64,8 +64,10 @@ def parse_handler_spec(text: str) -> HandlerSpec:
     return HandlerSpec(route or None, target)
 
 
-def attach_handlers(routes: Mapping[str, Route], specs: list[HandlerSpec]) -> None:
-    """Give each route the handlers meant for it; a spec naming no known route is an error."""
+def attach_handlers(routes: Mapping[str, Route], specs: list[HandlerSpec]) -> set[str]:
+    """Give each route the handlers meant for it; a spec naming no known route is an error.
+    Returns the names of the routes that got a handler."""
+    handled: set[str] = set()
     for spec in specs:
         if spec.route is not None and spec.route not in routes:
             known = ", ".join(routes)
@@ -74,6 +76,8 @@ def attach_handlers(routes: Mapping[str, Route], specs: list[HandlerSpec]) -> No
         for name, route in routes.items():
             if spec.route in (None, name):
                 _attach(route, handler)
+                handled.add(name)
+    return handled
 
 
 def _attach(route: Route, handler: Callable[..., Any] | Mapping[str, Callable[..., Any]]) -> None:

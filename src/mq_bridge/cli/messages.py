@@ -1,14 +1,15 @@
-"""``mq-bridge send`` and ``mq-bridge consume``: try an endpoint of a config file out.
+"""mq-bridge send and mq-bridge consume: try an endpoint of a config file out.
 
     mq-bridge send bridge.yaml --publisher orders --json '{"id": 1}' '{"id": 2}'
     printf 'a\\nb\\n' | mq-bridge send bridge.yaml --route enrich     # into the route's input
     mq-bridge consume bridge.yaml --consumer audit --max 10
     mq-bridge consume bridge.yaml --route enrich --follow             # the route's output
 
-The endpoint is a named entry of ``publishers:`` (send) or ``consumers:`` (consume), the
-file itself when it is a bare endpoint, or with ``--route NAME`` a route's input (send:
-feed the route) or output (consume: see what it produced). A ``memory`` endpoint lives in
-one process, so it is of no use here; files, the twainmq log and brokers are.
+The endpoint is a named entry of publishers: (send) or consumers: (consume), the
+file itself when it is a bare endpoint, or with --route NAME a route's input (send:
+feed the route) or output (consume: see what it produced). A memory endpoint lives in
+one process, so it is of no use here; files and the twainmq log are (and the broker
+endpoints this version has: mq-bridge validate says which names it knows).
 """
 
 from __future__ import annotations

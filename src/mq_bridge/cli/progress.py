@@ -2,8 +2,10 @@
 
 ``run`` puts a ``metrics`` middleware first on every route's input (unless the route
 already has one there), so the process-wide registry counts each batch the route acks.
-A `RouteCounter` reads that count; `ProgressReporter` turns the counts into a line on
-stderr: rewritten in place on a terminal, one line per interval otherwise.
+It also puts one first on each ``dlq`` endpoint of the route's output, so dead letters are
+counted; messages the route dropped are counted by the runtime itself. A `RouteCounter`
+reads those counts; `ProgressReporter` turns them into a line on stderr: rewritten in
+place on a terminal (ended with a newline by `finish()`), one line per interval otherwise.
 """
 
 from __future__ import annotations
@@ -13,42 +15,79 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from mq_bridge.middleware.metrics import metrics_snapshot
+from mq_bridge.middleware.metrics import delivery_outcomes, metrics_snapshot
 
-__all__ = ["ProgressReporter", "RouteCounter", "with_metrics_first"]
+__all__ = ["Counts", "ProgressReporter", "RouteCounter", "with_metrics_first"]
 
 
 def with_metrics_first(route_config: dict[str, Any]) -> dict[str, Any]:
-    """A copy of the route config whose input has a ``metrics`` middleware first."""
-    source = dict(route_config["input"])
-    middlewares = list(source.get("middlewares") or [])
+    """A copy of the route config whose input, and each ``dlq`` endpoint of its output,
+    has a ``metrics`` middleware first (the caller's config is not changed)."""
+    config = {**route_config, "input": _metrics_first(route_config["input"])}
+    output = route_config.get("output")
+    if isinstance(output, dict) and output.get("middlewares"):
+        config["output"] = {
+            **output,
+            "middlewares": [_metered_dlq(entry) for entry in output["middlewares"]],
+        }
+    return config
+
+
+def _metrics_first(endpoint: dict[str, Any]) -> dict[str, Any]:
+    middlewares = list(endpoint.get("middlewares") or [])
     if not (middlewares and "metrics" in middlewares[0]):
         middlewares.insert(0, {"metrics": {}})
-    source["middlewares"] = middlewares
-    return {**route_config, "input": source}
+    return {**endpoint, "middlewares": middlewares}
+
+
+def _metered_dlq(entry: Any) -> Any:
+    """A ``{dlq: {endpoint: ...}}`` entry whose dead-letter endpoint counts what it gets."""
+    options = entry.get("dlq") if isinstance(entry, dict) else None
+    if not (isinstance(options, dict) and isinstance(options.get("endpoint"), dict)):
+        return entry
+    return {"dlq": {**options, "endpoint": _metrics_first(options["endpoint"])}}
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What a route did with its messages: acked (done, including the failed-for-good
+    ones), nacked (handed back for redelivery), dropped and dead-lettered."""
+
+    acked: int = 0
+    nacked: int = 0
+    dropped: int = 0
+    dead_lettered: int = 0
+
+    def __sub__(self, other: Counts) -> Counts:
+        return Counts(
+            self.acked - other.acked,
+            self.nacked - other.nacked,
+            self.dropped - other.dropped,
+            self.dead_lettered - other.dead_lettered,
+        )
 
 
 @dataclass
 class RouteCounter:
-    """Messages a route acked (done) and nacked since it was made, from the metrics registry."""
+    """A route's `Counts` since this counter was made, from the metrics registry."""
 
     name: str
-    baseline: tuple[int, int] = (0, 0)
+    baseline: Counts = field(default_factory=Counts)
 
     def __post_init__(self) -> None:
         # The registry is process-wide: a route name used before in this process keeps counts.
         self.baseline = self._totals()
 
-    def counts(self) -> tuple[int, int]:
-        """(acked, nacked) since this counter was made."""
-        acked, nacked = self._totals()
-        return acked - self.baseline[0], nacked - self.baseline[1]
+    def counts(self) -> Counts:
+        """The counts since this counter was made."""
+        return self._totals() - self.baseline
 
-    def _totals(self) -> tuple[int, int]:
+    def _totals(self) -> Counts:
         series = metrics_snapshot().get(self.name, {}).get("input", {})
         acked = sum(int(figures.get("acked", 0)) for figures in series.values())
         nacked = sum(int(figures.get("nacked", 0)) for figures in series.values())
-        return acked, nacked
+        outcomes = delivery_outcomes(self.name)
+        return Counts(acked, nacked, outcomes["dropped"], outcomes["dead_lettered"])
 
 
 @dataclass
@@ -76,11 +115,13 @@ class ProgressReporter:
         if self.quiet or now < self._next_tick:
             return
         self._next_tick = now + self.interval
-        done = [counter.counts()[0] for counter in self.counters]
+        counts = [counter.counts() for counter in self.counters]
+        done = [figures.acked for figures in counts]
         seconds = max(now - self._last_time, 1e-9)
         parts = [
-            f"{counter.name}: {total:,} done, {(total - last) / seconds:,.0f} msg/s"
-            for counter, total, last in zip(self.counters, done, self._last_done)
+            f"{counter.name}: {figures.acked:,} done{_in_parentheses(figures)}, "
+            f"{(figures.acked - last) / seconds:,.0f} msg/s"
+            for counter, figures, last in zip(self.counters, counts, self._last_done)
         ]
         self._last_time, self._last_done = now, done
         line = f"[{now - self.started:6.1f}s] " + " | ".join(parts)
@@ -93,27 +134,60 @@ class ProgressReporter:
 
     def total_done(self) -> int:
         """Messages acked by every route so far (noting when the total last changed)."""
-        total = sum(counter.counts()[0] for counter in self.counters)
+        total = sum(counter.counts().acked for counter in self.counters)
         if total != self._last_total:
             self._last_total, self.last_activity = total, time.monotonic()
         return total
+
+    def dropped(self) -> dict[str, int]:
+        """Route name -> messages it dropped so far, for the routes that dropped any."""
+        dropped = {counter.name: counter.counts().dropped for counter in self.counters}
+        return {name: count for name, count in dropped.items() if count}
+
+    def finish(self) -> None:
+        """End the live progress line, so what is printed next starts on a line of its own."""
+        if self._printed_live:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._printed_live = False
 
     def summary(self, out: TextIO) -> None:
         """Per-route totals and average rates, from the start to the last message done.
 
         Idle time at the end (waiting for ``--stop-when-idle``, or for a signal) is not
         counted, so the rate is the rate of the work."""
-        if self._printed_live:
-            self.stream.write("\n")
-            self.stream.flush()
+        self.finish()
         self.total_done()
         seconds = max(self.last_activity - self.started, 1e-9)
         for counter in self.counters:
-            acked, nacked = counter.counts()
-            redelivered = f", {nacked:,} handed back for redelivery" if nacked else ""
-            messages = "message" if acked == 1 else "messages"
+            figures = counter.counts()
+            redelivered = (
+                f", {figures.nacked:,} handed back for redelivery" if figures.nacked else ""
+            )
+            messages = "message" if figures.acked == 1 else "messages"
             out.write(
-                f"route {counter.name}: {acked:,} {messages} in {seconds:.2f} s "
-                f"({acked / seconds:,.0f} msg/s){redelivered}\n"
+                f"route {counter.name}: {figures.acked:,} {messages} in {seconds:.2f} s "
+                f"({figures.acked / seconds:,.0f} msg/s){_after_semicolon(figures)}"
+                f"{redelivered}\n"
             )
         out.flush()
+
+
+def _failed_for_good(figures: Counts) -> str:
+    """``"2 dropped, 1 dead-lettered"`` for the messages that failed for good, or nothing."""
+    parts = [
+        f"{count:,} {label}"
+        for count, label in ((figures.dropped, "dropped"), (figures.dead_lettered, "dead-lettered"))
+        if count
+    ]
+    return ", ".join(parts)
+
+
+def _in_parentheses(figures: Counts) -> str:
+    failed = _failed_for_good(figures)
+    return f" ({failed})" if failed else ""
+
+
+def _after_semicolon(figures: Counts) -> str:
+    failed = _failed_for_good(figures)
+    return f"; {failed}" if failed else ""

@@ -1,13 +1,21 @@
-"""``mq-bridge run CONFIG``: run the routes of a config file in the foreground.
+"""mq-bridge run CONFIG: run the routes of a config file in the foreground.
 
     mq-bridge run bridge.yaml                              every route of the file
     mq-bridge run bridge.yaml --route orders --handler orders=shop.handlers:enrich
     mq-bridge run bridge.yaml --handler handlers.py:KINDS --stop-when-idle 2
 
-It runs until every input is exhausted (bounded inputs such as a file in ``consume``
-mode), until ``--stop-when-idle`` seconds pass without a new message, or until SIGINT /
-SIGTERM (which finish and acknowledge what is in flight, then exit 0). Progress (totals
-and messages/s per route) goes to stderr; a summary to stdout at the end.
+It runs until every input is exhausted (bounded inputs such as a file in consume
+mode), until --stop-when-idle seconds pass without a new message, or until SIGINT /
+SIGTERM (which finish and acknowledge what is in flight). Progress (totals and
+messages/s per route) goes to stderr; a summary to stdout at the end. A route with no
+--handler forwards its messages unchanged, and says so first.
+
+A message whose handler or output fails for good (not retriable) is acknowledged and
+dropped (logged, and counted in the summary), unless a dlq middleware on the output
+dead-letters it (counted too).
+
+Exit status: 0 when every message was delivered or dead-lettered; 3 when the run ended
+but dropped messages; 1 on an error; 2 on a usage error; 130 on a second Ctrl-C.
 """
 
 from __future__ import annotations
@@ -25,9 +33,12 @@ from mq_bridge.cli.supervisor import supervise
 from mq_bridge.errors import ConfigError
 from mq_bridge.route import Route
 
-__all__ = ["add_parsers", "configure_logging", "run_routes"]
+__all__ = ["EXIT_DROPPED", "add_parsers", "configure_logging", "run_routes"]
 
 _LOG_LEVELS = ("debug", "info", "warn", "error", "off")
+
+#: The exit status of a run that ended but dropped messages (non-retriable failures).
+EXIT_DROPPED = 3
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -52,17 +63,19 @@ def add_parsers(subparsers: Any) -> None:
         "--stop-when-idle", type=_seconds, metavar="SECONDS",
         help="stop cleanly once no route got a new message for this long",
     )  # fmt: skip
-    add_output_options(run)
+    add_output_options(run, quiet_help="print nothing but errors (the exit status still tells)")
     run.set_defaults(run=run_routes)
 
 
-def add_output_options(parser: argparse.ArgumentParser) -> None:
-    """Options shared by the commands that run routes (``run``, ``demo``)."""
+def add_output_options(
+    parser: argparse.ArgumentParser, quiet_help: str = "no progress lines"
+) -> None:
+    """Options shared by the commands that run routes (`run`, `demo`)."""
     parser.add_argument(
         "--progress-interval", type=_seconds, default=1.0, metavar="SECONDS",
         help="how often progress is shown on stderr (default 1)",
     )  # fmt: skip
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    parser.add_argument("-q", "--quiet", action="store_true", help=quiet_help)
     parser.add_argument(
         "--log-level", choices=_LOG_LEVELS, default=None,
         help="the bridge's log events shown on stderr (default warn; or $MQ_BRIDGE_LOG)",
@@ -70,19 +83,51 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run_routes(args: argparse.Namespace) -> int:
-    configure_logging(args.log_level)
+    # -q: nothing but errors, so the bridge's warnings too unless a level is asked for.
+    configure_logging(args.log_level or ("error" if args.quiet else None))
     routes = {
         config["name"]: Route(with_metrics_first(config))
         for config in load_routes(args.config, args.routes)
     }
-    attach_handlers(routes, args.handler)
+    handled = attach_handlers(routes, args.handler)
+    if not args.quiet:
+        _warn_about_routes_without_handler([name for name in routes if name not in handled])
     reporter = ProgressReporter(
         [RouteCounter(name) for name in routes], args.progress_interval, quiet=args.quiet
     )
-    reason = supervise(routes, reporter, stop_when_idle=args.stop_when_idle)
-    print(f"stopped: {reason}", file=sys.stderr)
-    reporter.summary(sys.stdout)
-    return 0
+    try:
+        reason = supervise(routes, reporter, stop_when_idle=args.stop_when_idle)
+    finally:
+        reporter.finish()  # an error line, too, must not land on the progress line
+    if not args.quiet:
+        print(f"stopped: {reason}", file=sys.stderr)
+        reporter.summary(sys.stdout)
+    return _exit_status(reporter.dropped())
+
+
+def _warn_about_routes_without_handler(names: list[str]) -> None:
+    for name in names:
+        print(
+            f"mq-bridge: warning: route {name!r} has no handler: it forwards every message "
+            "unchanged to its output (give one with --handler)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _exit_status(dropped: dict[str, int]) -> int:
+    """0, or `EXIT_DROPPED` after an error line saying which routes dropped how many."""
+    if not dropped:
+        return 0
+    total = sum(dropped.values())
+    where = ", ".join(f"route {name!r}: {count:,}" for name, count in dropped.items())
+    print(
+        f"mq-bridge: error: {total:,} message{'s' if total != 1 else ''} dropped ({where}): "
+        "the handler or the output failed for good (the warnings name them; a dlq middleware "
+        f"keeps them); exit status {EXIT_DROPPED}",
+        file=sys.stderr,
+    )
+    return EXIT_DROPPED
 
 
 def configure_logging(level: str | None) -> None:

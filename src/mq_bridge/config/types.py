@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Literal, TypedDict, Union
 
 __all__ = [
+    "AmqpConfig",
     "BufferMiddleware",
     "ConfigDocument",
     "ConfigSections",
@@ -23,8 +24,12 @@ __all__ = [
     "MetricsMiddleware",
     "Middleware",
     "MiddlewareConfig",
+    "MqttConfig",
+    "NatsConfig",
     "NullConfig",
     "RandomPanicMiddleware",
+    "RedisConfig",
+    "RedisStreamsConfig",
     "ResponseConfig",
     "RetryMiddleware",
     "Route",
@@ -36,6 +41,63 @@ __all__ = [
     "TwainConfig",
     "WeakJoinMiddleware",
 ]
+
+
+class AmqpConfigTls(TypedDict, total=False):
+    """TLS configuration."""
+
+    #: If true, enable TLS/SSL.
+    required: bool
+    #: Path to the CA certificate file (PEM) that verifies the server; the system's trusted CAs
+    #: when omitted.
+    ca_file: Union[str, None]
+    #: Path to the client certificate file (PEM), for mutual TLS.
+    cert_file: Union[str, None]
+    #: Path to the client private key file (PEM); read from cert_file when omitted.
+    key_file: Union[str, None]
+    #: Password for the private key (if encrypted).
+    cert_password: Union[str, None]
+    #: If true, disable server certificate verification, hostname check included (insecure).
+    accept_invalid_certs: bool
+
+
+class _AmqpConfigRequired(TypedDict):
+    #: AMQP connection URI, amqp://[user:password@]host:port/vhost (amqps:// for TLS). A password
+    #: in it is redacted from logs and errors.
+    url: str
+
+
+class AmqpConfig(_AmqpConfigRequired, total=False):
+    """An AMQP 0-9-1 (RabbitMQ) queue, or a fanout exchange."""
+
+    #: The AMQP queue name.
+    queue: Union[str, None]
+    #: (Consumer only) If true, act as a Subscriber (fan-out): an exclusive, auto-deleted queue
+    #: bound to the fanout `exchange` (default: the queue's name).
+    subscribe_mode: bool
+    #: (Consumer only) Include the mqb.src.amqp_* source positions (as MQB_SOURCE_METADATA=1 does).
+    source_metadata: bool
+    #: Optional username for authentication.
+    username: Union[str, None]
+    #: Optional password for authentication.
+    password: Union[str, None]
+    #: TLS configuration.
+    tls: AmqpConfigTls
+    #: The exchange to publish to or bind the queue to (fanout).
+    exchange: Union[str, None]
+    #: (Consumer only) Number of messages to prefetch. Defaults to 100.
+    prefetch_count: Union[int, None]
+    #: If true, declare queues as non-durable (transient) and publish transient messages. Defaults
+    #: to false.
+    no_persistence: bool
+    #: (Publisher only) If true, do not declare the queue: it must exist (a send to a missing queue
+    #: then fails). Defaults to false.
+    no_declare_queue: bool
+    #: (Publisher only) If true, do not wait for the broker's confirm: a send returns once the
+    #: bytes are written. Defaults to false.
+    delayed_ack: bool
+    #: Share one connection per server and credentials (one channel each).
+    shared: bool
 
 
 class _BufferMiddlewareRequired(TypedDict):
@@ -102,10 +164,15 @@ class DelayMiddleware(_DelayMiddlewareRequired, total=False):
 class Endpoint(TypedDict, total=False):
     """A source or sink of messages: exactly one endpoint key, plus optional middlewares."""
 
+    amqp: AmqpConfig
     fanout: FanoutConfig
     file: FileConfig
     memory: MemoryConfig
+    mqtt: MqttConfig
+    nats: NatsConfig
     null: NullConfig
+    redis: RedisConfig
+    redis_streams: RedisStreamsConfig
     response: ResponseConfig
     static: StaticConfig
     switch: SwitchConfig
@@ -194,6 +261,140 @@ class Middleware(TypedDict, total=False):
     weak_join: WeakJoinMiddleware
 
 
+class MqttConfigTls(TypedDict, total=False):
+    """TLS configuration."""
+
+    #: If true, enable TLS/SSL.
+    required: bool
+    #: Path to the CA certificate file (PEM) that verifies the server; the system's trusted CAs
+    #: when omitted.
+    ca_file: Union[str, None]
+    #: Path to the client certificate file (PEM), for mutual TLS.
+    cert_file: Union[str, None]
+    #: Path to the client private key file (PEM); read from cert_file when omitted.
+    key_file: Union[str, None]
+    #: Password for the private key (if encrypted).
+    cert_password: Union[str, None]
+    #: If true, disable server certificate verification, hostname check included (insecure).
+    accept_invalid_certs: bool
+
+
+class _MqttConfigRequired(TypedDict):
+    #: MQTT broker URL (e.g., "tcp://localhost:1883"); mqtts:// for TLS. Credentials in it are
+    #: treated as secrets.
+    url: str
+
+
+class MqttConfig(_MqttConfigRequired, total=False):
+    """An MQTT topic (v3.1.1 or v5): publish to it, or subscribe to it with a session."""
+
+    #: The MQTT topic (input: a filter, wildcards allowed).
+    topic: Union[str, None]
+    #: Optional username for authentication.
+    username: Union[str, None]
+    #: Optional password for authentication.
+    password: Union[str, None]
+    #: TLS configuration.
+    tls: MqttConfigTls
+    #: Client ID. Input default: derived from the route name for a persistent session, generated
+    #: for a clean one; outputs add a unique suffix.
+    client_id: Union[str, None]
+    #: Capacity of the internal channel for incoming messages (100).
+    queue_capacity: Union[int, None]
+    #: Most unacknowledged QoS 1/2 messages in flight: the v5 receive maximum of an input (default:
+    #: queue_capacity), the publish window of an output.
+    max_inflight: Union[int, None]
+    #: Quality of Service (0, 1, 2; 1).
+    qos: Union[int, None]
+    #: (Consumer only) If true, start with a clean session (subscriber mode, ephemeral). Default
+    #: false: a persistent session keeps unacknowledged and queued messages across reconnects.
+    clean_session: bool
+    #: Keep-alive interval in seconds (20).
+    keep_alive_seconds: Union[int, None]
+    #: MQTT protocol version: v5 or v3 (3.1.1).
+    protocol: Literal["v5", "V5", "5", "v3", "V3", "3", "3.1.1"]
+    #: Session expiry interval in seconds (MQTT v5 only; a persistent session without it never
+    #: expires, as in v3).
+    session_expiry_interval: Union[int, None]
+    #: (Consumer only) If true, messages are acknowledged on receipt (auto-ack, at most once);
+    #: false: after the batch is committed. Publishers always wait for PUBACK/PUBCOMP at QoS 1/2.
+    delayed_ack: bool
+
+
+class NatsConfigTls(TypedDict, total=False):
+    """TLS configuration."""
+
+    #: If true, enable TLS/SSL.
+    required: bool
+    #: Path to the CA certificate file (PEM) that verifies the server; the system's trusted CAs
+    #: when omitted.
+    ca_file: Union[str, None]
+    #: Path to the client certificate file (PEM), for mutual TLS.
+    cert_file: Union[str, None]
+    #: Path to the client private key file (PEM); read from cert_file when omitted.
+    key_file: Union[str, None]
+    #: Password for the private key (if encrypted).
+    cert_password: Union[str, None]
+    #: If true, disable server certificate verification, hostname check included (insecure).
+    accept_invalid_certs: bool
+
+
+class _NatsConfigRequired(TypedDict):
+    #: Comma-separated list of NATS server URLs (e.g.
+    #: "nats://localhost:4222,nats://localhost:4223"). If it contains userinfo, it is treated as a
+    #: secret.
+    url: str
+
+
+class NatsConfig(_NatsConfigRequired, total=False):
+    """NATS core and JetStream subjects (mq-bridge's ``NatsConfig``)."""
+
+    #: The NATS subject to publish to or subscribe to (required). A stream the endpoint creates
+    #: captures `{stream}.>` when the subject starts with `{stream}.`, else the subject itself.
+    subject: Union[str, None]
+    #: The JetStream stream name. Without it, the stream that already captures the subject is used,
+    #: or one named after the subject is created.
+    stream: Union[str, None]
+    #: Optional username for authentication.
+    username: Union[str, None]
+    #: Optional password for authentication.
+    password: Union[str, None]
+    #: Optional token for authentication.
+    token: Union[str, None]
+    #: TLS configuration.
+    tls: NatsConfigTls
+    #: (Publisher only) Send each message as a native NATS request (with its headers) and wait for
+    #: the reply.
+    request_reply: bool
+    #: (Publisher only) Timeout for request-reply operations in milliseconds.
+    request_timeout_ms: Union[int, None]
+    #: (Publisher only) If true, do not wait for the broker's acknowledgement (JetStream PubAck;
+    #: core NATS: the flush) before a send returns.
+    delayed_ack: bool
+    #: (Publisher only, JetStream) Publish a `Nats-Msg-Id` header (the message id) so JetStream
+    #: drops redeliveries within the stream's duplicate window.
+    deduplicate: bool
+    #: Use core NATS (fire-and-forget, no persistence) instead of JetStream.
+    no_jetstream: bool
+    #: (Consumer only) An ephemeral subscriber receiving new messages, instead of the durable
+    #: consumer.
+    subscriber_mode: bool
+    #: (Consumer only) Add the `mqb.src.nats_*` source positions (as MQB_SOURCE_METADATA=1 does).
+    source_metadata: bool
+    #: Maximum number of messages in the stream, if the endpoint creates it.
+    stream_max_messages: Union[int, None]
+    #: Maximum total bytes in the stream, if the endpoint creates it.
+    stream_max_bytes: Union[int, None]
+    #: (Consumer only) Where a new consumer starts: "all" (default), "last", "new" (default in
+    #: subscriber mode) or "last_per_subject".
+    deliver_policy: Union[Literal["all", "last", "new", "last_per_subject"], None]
+    #: (Consumer only) The consumer's max ack pending: most messages handed out and not yet
+    #: acknowledged (0: the server's default).
+    prefetch_count: Union[int, None]
+    #: Share one NATS client per connection settings; false forces a dedicated connection.
+    shared: Union[bool, None]
+
+
 class NullConfig(TypedDict, total=False):
     """No options (write ``null: null`` or ``null: {}``)."""
 
@@ -209,6 +410,104 @@ class RandomPanicMiddleware(TypedDict, total=False):
     trigger_on_message: Union[int, None]
     #: Inject at all.
     enabled: bool
+
+
+class RedisConfigTls(TypedDict, total=False):
+    """TLS: a private CA in `ca_file`, a client certificate in `cert_file` and `key_file`."""
+
+    #: If true, enable TLS/SSL.
+    required: bool
+    #: Path to the CA certificate file (PEM) that verifies the server; the system's trusted CAs
+    #: when omitted.
+    ca_file: Union[str, None]
+    #: Path to the client certificate file (PEM), for mutual TLS.
+    cert_file: Union[str, None]
+    #: Path to the client private key file (PEM); read from cert_file when omitted.
+    key_file: Union[str, None]
+    #: Password for the private key (if encrypted).
+    cert_password: Union[str, None]
+    #: If true, disable server certificate verification, hostname check included (insecure).
+    accept_invalid_certs: bool
+
+
+class _RedisConfigRequired(TypedDict):
+    #: Redis URL, `redis://` or `rediss://` for TLS. Userinfo is treated as a secret.
+    url: str
+
+
+class RedisConfig(_RedisConfigRequired, total=False):
+    """Redis pub/sub channels: PUBLISH out, SUBSCRIBE in (at most once, no persistence)."""
+
+    #: Optional username for authentication (Redis ACL).
+    username: Union[str, None]
+    #: Optional password for authentication.
+    password: Union[str, None]
+    #: TLS: a private CA in `ca_file`, a client certificate in `cert_file` and `key_file`.
+    tls: RedisConfigTls
+    #: The channel to publish to or subscribe to (a glob pattern with `pattern: true`). Defaults to
+    #: the route name.
+    channel: Union[str, None]
+    #: (Consumer) Subscribe with PSUBSCRIBE: `channel` is a glob pattern.
+    pattern: bool
+
+
+class RedisStreamsConfigTls(TypedDict, total=False):
+    """TLS: a private CA in `ca_file`, a client certificate in `cert_file` and `key_file`."""
+
+    #: If true, enable TLS/SSL.
+    required: bool
+    #: Path to the CA certificate file (PEM) that verifies the server; the system's trusted CAs
+    #: when omitted.
+    ca_file: Union[str, None]
+    #: Path to the client certificate file (PEM), for mutual TLS.
+    cert_file: Union[str, None]
+    #: Path to the client private key file (PEM); read from cert_file when omitted.
+    key_file: Union[str, None]
+    #: Password for the private key (if encrypted).
+    cert_password: Union[str, None]
+    #: If true, disable server certificate verification, hostname check included (insecure).
+    accept_invalid_certs: bool
+
+
+class _RedisStreamsConfigRequired(TypedDict):
+    #: Redis URL, `redis://` or `rediss://` for TLS. Userinfo is treated as a secret.
+    url: str
+
+
+class RedisStreamsConfig(_RedisStreamsConfigRequired, total=False):
+    """A Redis stream: XADD out; a consumer group (XREADGROUP + XACK) or XREAD in."""
+
+    #: Optional username for authentication (Redis ACL).
+    username: Union[str, None]
+    #: Optional password for authentication.
+    password: Union[str, None]
+    #: TLS: a private CA in `ca_file`, a client certificate in `cert_file` and `key_file`.
+    tls: RedisStreamsConfigTls
+    #: The stream key to publish to or read from. Defaults to the route name.
+    stream: Union[str, None]
+    #: (Consumer) Group name. Defaults to `mq-bridge-{stream}`; ignored in `subscriber_mode`.
+    group: Union[str, None]
+    #: (Consumer) Consumer name within the group. Defaults to a unique per-instance id.
+    consumer_name: Union[str, None]
+    #: (Consumer) Read ephemerally via `XREAD` from new messages (no group/acks). Default false.
+    subscriber_mode: bool
+    #: (Consumer) Block timeout in milliseconds for each read (bounded by the receive timeout; 0:
+    #: never block, poll). Defaults to 5000ms.
+    block_ms: Union[int, None]
+    #: (Consumer) On group creation, start from the stream beginning ("0") not "$". Default false.
+    read_from_start: bool
+    #: (Consumer) Redeliver entries pending >= this long via `XAUTOCLAIM`; 0 disables. Default
+    #: 60000ms.
+    redelivery_timeout_ms: Union[int, None]
+    #: (Publisher) If set, cap the stream length with `XADD MAXLEN`.
+    maxlen: Union[int, None]
+    #: (Publisher) Use approximate (`~`) trimming when `maxlen` is set. Defaults to true.
+    approx_trim: Union[bool, None]
+    #: Accepted for compatibility: receive reads straight from Redis, with no internal buffer.
+    internal_buffer_size: Union[int, None]
+    #: Accepted for compatibility: one reader connection per input (run more routes or consumers on
+    #: the group to read in parallel).
+    reader_connections: Union[int, None]
 
 
 class ResponseConfig(TypedDict, total=False):

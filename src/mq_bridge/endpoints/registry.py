@@ -25,4 +25,9 @@ ENDPOINT_MODULES: dict[str, str] = {
     "switch": "mq_bridge.endpoints.switch",
     "file": "mq_bridge.endpoints.file",
     "twain": "mq_bridge.endpoints.twain",
+    "nats": "mq_bridge.endpoints.nats",
+    "mqtt": "mq_bridge.endpoints.mqtt",
+    "redis_streams": "mq_bridge.endpoints.redis.streams",
+    "redis": "mq_bridge.endpoints.redis.pubsub",
+    "amqp": "mq_bridge.endpoints.amqp",
 }

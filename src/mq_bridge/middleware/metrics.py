@@ -9,10 +9,19 @@ Input and output. Figures go to one process-wide registry, `METRICS`; read them 
             "latency_ms": {"count": 3, "mean": 0.8, "max": 1.2, "p50": 0.7, "p99": 1.2}}},
         "input": {"memory:orders.in": {
             "messages": 1200, "batches": 3, "acked": 1200, "nacked": 0, "failed": 0,
-            "latency_ms": {...}}}}}
+            "latency_ms": {...}}},
+        "route": {"delivery": {"dropped": 2, "dead_lettered": 5}}}}
 
 ``failed`` counts, on an output, the messages a send failed (each attempt that reaches this
 middleware); on an input, the receives that raised.
+
+``route.delivery`` says what became of messages that failed for good (they are acked, so
+``acked`` includes them): ``dropped`` counts those the route's error policy logged and
+dropped (``runtime/delivery.py`` reports them, with or without a metrics middleware; the
+key appears with the first drop); ``dead_lettered`` counts those a ``dlq`` middleware of
+the route sent to its dead-letter endpoint, as seen by a metrics middleware on that
+endpoint (``dlq: {endpoint: {..., middlewares: [{metrics: {}}]}}``; ``mq-bridge run``
+adds it). Read them with `delivery_outcomes(route)`.
 
 On an output, latency is the time one `send` took (for a route that includes its handler,
 which runs on the output side). On an input, it is the time from handing a batch out to its
@@ -41,7 +50,9 @@ __all__ = [
     "OPTIONS",
     "MetricsOptions",
     "MetricsRegistry",
+    "delivery_outcomes",
     "metrics_snapshot",
+    "record_delivery_outcome",
     "wrap_input",
     "wrap_output",
 ]
@@ -94,28 +105,37 @@ class Latency:
         }
 
 
+#: The counters of each side; the "route" side holds the route's delivery outcomes.
+_COUNTERS = {
+    "input": ("messages", "batches", "acked", "nacked", "failed"),
+    "output": ("messages", "batches", "failed"),
+    "route": ("dropped", "dead_lettered"),
+}
+_OUTCOMES = ("route", "delivery")
+#: Metadata a `dlq` middleware puts on each dead letter: the route that failed it.
+_DLQ_ROUTE = "mqb.dlq.route"
+
+
 class Series:
     """The figures of one endpoint of one route, on one side."""
 
     def __init__(self, side: str) -> None:
         self.side = side
         self.lock = threading.Lock()
-        self.counters = dict.fromkeys(
-            ("messages", "batches", "acked", "nacked", "failed") if side == "input"
-            else ("messages", "batches", "failed"),
-            0,
-        )  # fmt: skip
-        self.latency = Latency()
+        self.counters = dict.fromkeys(_COUNTERS[side], 0)
+        self.latency: Latency | None = None if side == "route" else Latency()
 
     def add(self, seconds: float | None = None, **counts: int) -> None:
         with self.lock:
             for name, count in counts.items():
                 self.counters[name] += count
-            if seconds is not None:
+            if seconds is not None and self.latency is not None:
                 self.latency.record(seconds)
 
     def as_dict(self) -> dict[str, Any]:
         with self.lock:
+            if self.latency is None:
+                return dict(self.counters)
             return {**self.counters, "latency_ms": self.latency.as_dict()}
 
 
@@ -157,12 +177,26 @@ def metrics_snapshot() -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
     return METRICS.snapshot()
 
 
-class MetricsOutput(OutputMiddleware):
-    """Counts each send's messages and failures and times it."""
+def record_delivery_outcome(route: str, dropped: int = 0, dead_lettered: int = 0) -> None:
+    """Count messages of `route` that failed for good: dropped, or sent to a dead-letter
+    endpoint (they show under ``metrics_snapshot()[route]["route"]["delivery"]``)."""
+    METRICS.series(route, *_OUTCOMES).add(dropped=dropped, dead_lettered=dead_lettered)
 
-    def __init__(self, inner: OutputEndpoint, series: Series) -> None:
+
+def delivery_outcomes(route: str) -> dict[str, int]:
+    """``{"dropped": n, "dead_lettered": m}`` for `route` so far in this process."""
+    figures = METRICS.snapshot().get(route, {}).get(_OUTCOMES[0], {}).get(_OUTCOMES[1], {})
+    return {name: int(figures.get(name, 0)) for name in _COUNTERS["route"]}
+
+
+class MetricsOutput(OutputMiddleware):
+    """Counts each send's messages and failures and times it; on a dead-letter endpoint,
+    the route's dead letters too."""
+
+    def __init__(self, inner: OutputEndpoint, series: Series, route: str = "") -> None:
         super().__init__(inner)
         self.series = series
+        self.route = route
 
     def send(self, messages: Sequence[Message]) -> None:
         started = time.perf_counter()
@@ -178,6 +212,15 @@ class MetricsOutput(OutputMiddleware):
         finally:
             elapsed = time.perf_counter() - started
             self.series.add(elapsed, messages=len(messages), batches=1, failed=failed)
+        if messages and _DLQ_ROUTE in messages[0].metadata_view:  # one look per batch
+            self._count_dead_letters(messages)
+
+    def _count_dead_letters(self, messages: Sequence[Message]) -> None:
+        """A `dlq` middleware sends only dead letters, each marked with its route; a route
+        that merely forwards another route's dead letters does not count them as its own."""
+        ours = sum(1 for m in messages if m.metadata_view.get(_DLQ_ROUTE) == self.route)
+        if ours:
+            record_delivery_outcome(self.route, dead_lettered=ours)
 
 
 class MetricsInput(InputMiddleware):
@@ -213,7 +256,8 @@ def wrap_output(
     inner: OutputEndpoint, options: MetricsOptions, context: BuildContext
 ) -> OutputEndpoint:
     """Wrap `inner` so its sends are counted and timed under the route's name."""
-    return MetricsOutput(inner, METRICS.series(context.route_name, "output", inner.describe()))
+    series = METRICS.series(context.route_name, "output", inner.describe())
+    return MetricsOutput(inner, series, context.route_name)
 
 
 def wrap_input(

@@ -4,8 +4,10 @@
     retriable failure            -> retry just the failed messages, capped exponential
                                     backoff, forever (until the route stops: then the batch
                                     is nacked, never lost)
-    non-retriable failure        -> the message is logged and dropped (acknowledged); a
-                                    `dlq` middleware, when configured, has already taken it
+    non-retriable failure        -> the message is logged, dropped (acknowledged) and
+                                    counted (`metrics_snapshot()[route]["route"]["delivery"]
+                                    ["dropped"]`); a `dlq` middleware, when configured, has
+                                    already taken it
 
 The output side is the handler stage wrapped by the output's middleware, so "failure"
 covers handler errors (`RetryableError`, `NonRetryableError`, anything else) and endpoint
@@ -81,17 +83,21 @@ class Deliverer:
             else dict.fromkeys(range(len(pending)), error)
         )
         retry: list[Message] = []
+        dropped = 0
         for index in sorted(failures):
             cause = failures[index]
             if is_retriable(cause):
                 retry.append(pending[index])
             else:
+                dropped += 1
                 _log.warning(
                     "route %s: dropping message %s: %r (not retriable)",
                     self._route,
                     pending[index].id,
                     cause,
                 )
+        if dropped:
+            _count_dropped(self._route, dropped)
         if retry:
             first = next(c for c in failures.values() if is_retriable(c))
             log = _log.warning if attempt in (1, 10) or attempt % 100 == 0 else _log.debug
@@ -110,3 +116,11 @@ class Deliverer:
             self._output.connect()
         except Exception as error:
             _log.warning("route %s: reconnecting the output failed: %r", self._route, error)
+
+
+def _count_dropped(route: str, count: int) -> None:
+    # Imported here: the metrics module loads the config machinery (pydantic), which
+    # `import mq_bridge` avoids, and a drop is rare.
+    from mq_bridge.middleware.metrics import record_delivery_outcome
+
+    record_delivery_outcome(route, dropped=count)

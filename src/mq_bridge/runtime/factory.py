@@ -116,6 +116,12 @@ def _middleware_entries(config: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 def _import(registry: Mapping[str, str], name: str, kind: str) -> ModuleType:
     path = registry.get(name)
+    if path is None and kind == "endpoint":
+        from mq_bridge.config.validation import not_available_yet  # jsonschema: on error only
+
+        planned = not_available_yet(name, registry)
+        if planned:
+            raise ConfigError(planned, path=name)
     if path is None:
         close = difflib.get_close_matches(name, list(registry), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""

@@ -2,9 +2,10 @@
 
     twainmq [--root DIR] list | create | describe | delete | produce | consume | groups | demo
 
-The store directory comes from ``--root``, else ``$TWAINMQ_ROOT``, else ``./twain-data``.
-Errors print one line naming what was wrong and exit 1; usage errors exit 2; Ctrl-C exits
-130. No traceback reaches the user (``TWAINMQ_DEBUG=1`` shows one for an internal error).
+The store directory comes from ``--root``, else ``$TWAINMQ_ROOT``, else ``./twain-data``;
+only ``create`` makes it (see ``store.py``). Errors print one line naming what was wrong
+and exit 1; usage errors exit 2; Ctrl-C exits 130. No traceback reaches the user
+(``TWAINMQ_DEBUG=1`` shows one for an internal error).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from twainmq.cli.store import resolve_root
 from twainmq.errors import TwainMQError
 
 #: Modules that add subcommands; each has ``add_parsers(subparsers)`` and sets ``run`` on
@@ -26,12 +28,12 @@ Command = Callable[[argparse.Namespace], int]
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="twainmq", description="An embedded, durable, partitioned message log."
+        prog="twainmq",
+        description="An embedded, durable, partitioned message log. Only create makes a "
+        "missing store directory; the other commands say it does not exist.",
     )
     parser.add_argument(
-        "--root",
-        default=os.environ.get("TWAINMQ_ROOT", "twain-data"),
-        help="the store directory (default: $TWAINMQ_ROOT or ./twain-data)",
+        "--root", metavar="DIR", help="the store directory (default: $TWAINMQ_ROOT or ./twain-data)"
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
@@ -44,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (also used as the console script)."""
     args = build_parser().parse_args(argv)
+    resolve_root(args)
     run: Command = args.run
     try:
         return run(args)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from twainmq.cli.store import open_store
 from twainmq.errors import InvalidOptionError, OffsetOutOfRangeError, UnknownTopicError
 from twainmq.groups import (
     GroupDescription,
@@ -57,7 +58,7 @@ def add_parsers(subparsers: Any) -> None:
 
 
 def list_command(args: argparse.Namespace) -> int:
-    store = Twain(args.root)
+    store = open_store(args)
     found = list_groups(store.root_dir)
     if not found:
         print(f"no consumer groups in {store.root_dir}")
@@ -75,7 +76,7 @@ def list_command(args: argparse.Namespace) -> int:
 
 
 def describe_command(args: argparse.Namespace) -> int:
-    store = Twain(args.root)
+    store = open_store(args)
     paths = GroupPaths.of(store.root_dir, args.topic, args.group)
     _print_description(describe_group(paths, store.end_offsets(args.topic)))
     return 0
@@ -102,7 +103,7 @@ def _print_description(described: GroupDescription) -> None:
 
 
 def reset_command(args: argparse.Namespace) -> int:
-    store = Twain(args.root)
+    store = open_store(args)
     paths = GroupPaths.of(store.root_dir, args.topic, args.group)
     if not paths.directory.is_dir():
         raise GroupNotFoundError(args.topic, args.group)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from twainmq.twain import Twain
+from twainmq.cli.store import open_store
+from twainmq.errors import TopicExistsError
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -19,6 +20,10 @@ def add_parsers(subparsers: Any) -> None:
     create.add_argument("--segment-bytes", type=int, help="roll segments at this size")
     create.add_argument("--retention-bytes", type=int, help="keep at most this much per partition")
     create.add_argument("--retention-seconds", type=float, help="drop segments older than this")
+    create.add_argument(
+        "--if-not-exists", action="store_true",
+        help="a topic of that name is no error: leave it as it is (exit 0)",
+    )  # fmt: skip
     create.set_defaults(run=create_topic)
 
     describe = subparsers.add_parser("describe", help="partitions, segments, offsets and bytes")
@@ -31,7 +36,7 @@ def add_parsers(subparsers: Any) -> None:
 
 
 def list_topics(args: argparse.Namespace) -> int:
-    store = Twain(args.root)
+    store = open_store(args)
     names = store.list_topics()
     if not names:
         print(f"no topics in {store.root_dir}")
@@ -56,14 +61,26 @@ def create_topic(args: argparse.Namespace) -> int:
         )
         if value is not None
     }
-    store = Twain(args.root)
-    store.create_topic(args.topic, key_type=args.key_type, partitions=args.partitions, **settings)
+    store = open_store(args, create=True)
+    try:
+        store.create_topic(
+            args.topic, key_type=args.key_type, partitions=args.partitions, **settings
+        )
+    except TopicExistsError:
+        if not args.if_not_exists:
+            raise
+        config = store.topic_config(args.topic)
+        print(
+            f"topic {args.topic!r} exists already ({config.partitions} partition(s), "
+            f"{config.key_type} keys): left as it is"
+        )
+        return 0
     print(f"created topic {args.topic!r}: {args.partitions} partition(s), {args.key_type} keys")
     return 0
 
 
 def describe_topic(args: argparse.Namespace) -> int:
-    description = Twain(args.root).describe_topic(args.topic)
+    description = open_store(args).describe_topic(args.topic)
     config = description.config
     print(f"topic {config.name}: key type {config.key_type}, {config.partitions} partition(s)")
     types = ", ".join(config.message_types) or "any (str, bytes, registered dataclasses)"
@@ -81,6 +98,6 @@ def describe_topic(args: argparse.Namespace) -> int:
 
 
 def delete_topic(args: argparse.Namespace) -> int:
-    Twain(args.root).delete_topic(args.topic)
+    open_store(args).delete_topic(args.topic)
     print(f"deleted topic {args.topic!r}")
     return 0

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import sys
 import textwrap
 import uuid
 from pathlib import Path
 
 import pytest
 
+from mq_bridge.cli import main
 from tests.mq_bridge.cli.helpers import cli, read_json_lines, write_json_lines
 
 TWO_ROUTES = """\
@@ -212,5 +215,103 @@ def test_a_route_that_fails_stops_the_run_with_one_line(
     code, out, err = cli(capsys, "run", "panics.yaml")
     assert (code, out) == (1, "")
     assert err.splitlines()[-1].startswith("mq-bridge: error: route 'fragile' stopped: ")
+    assert "injected panic" in err.splitlines()[-1]  # stopped by the fault it was given
     assert "Traceback" not in err
     assert len(read_json_lines(workdir / "fragile.jsonl")) == 30  # the batches before it
+
+
+def test_a_route_without_handler_says_first_that_it_forwards_unchanged(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = cli(capsys, "run", "bridge.yaml", "--handler", "double=handlers.py:double")
+    assert code == 0, err
+    assert err.splitlines()[0] == (
+        "mq-bridge: warning: route 'audit' has no handler: it forwards every message "
+        "unchanged to its output (give one with --handler)"
+    )
+    assert "'double' has no handler" not in err
+    assert read_json_lines(workdir / "audit.jsonl") == [{"n": n} for n in range(100)]
+
+
+FAILING = """\
+from mq_bridge import NonRetryableError
+
+def odd_fails(message):
+    if message.json()["n"] % 2:
+        raise NonRetryableError("odd orders are refused")
+    return message
+"""
+
+
+def test_dropped_messages_are_counted_and_exit_3(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (workdir / "failing.py").write_text(FAILING)
+    code, out, err = cli(
+        capsys, "run", "bridge.yaml", "--route", "double", "--handler", "failing.py:odd_fails"
+    )
+    assert code == 3
+    assert "route double: 100 messages in " in out and "msg/s); 50 dropped\n" in out
+    assert "dropping message" in err  # the bridge's warning names each one
+    assert err.splitlines()[-1].startswith(
+        "mq-bridge: error: 50 messages dropped (route 'double': 50): the handler or the output "
+        "failed for good"
+    )
+    assert len(read_json_lines(workdir / "doubled.jsonl")) == 50
+
+
+def test_dead_lettered_messages_are_counted_and_exit_0(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (workdir / "failing.py").write_text(FAILING)
+    (workdir / "dlq.yaml").write_text(
+        textwrap.dedent(f"""\
+            input: {{file: {{path: {workdir}/in.jsonl, format: raw}}}}
+            output:
+              file: {{path: {workdir}/even.jsonl, format: raw}}
+              middlewares:
+                - dlq: {{endpoint: {{file: {{path: {workdir}/dead.jsonl, format: raw}}}}}}
+        """)
+    )
+    code, out, err = cli(capsys, "run", "dlq.yaml", "--handler", "failing.py:odd_fails")
+    assert code == 0, err
+    assert "msg/s); 50 dead-lettered\n" in out
+    assert len(read_json_lines(workdir / "dead.jsonl")) == 50
+
+
+def test_quiet_prints_nothing_but_errors(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli(capsys, "run", "bridge.yaml", "-q", "--progress-interval", "0") == (0, "", "")
+    (workdir / "failing.py").write_text(FAILING)
+    code, out, err = cli(
+        capsys, "run", "bridge.yaml", "-q", "--route", "double", "--handler", "failing.py:odd_fails"
+    )
+    assert (code, out) == (3, "")
+    assert err.startswith("mq-bridge: error: 50 messages dropped") and err.count("\n") == 1
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_live_progress_line_ends_before_stopped(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workdir / "slow.py").write_text(
+        "import time\ndef f(m):\n    time.sleep(0.005)\n    return m\n"
+    )
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    argv = ["run", "bridge.yaml", "--route", "audit", "--handler", "slow.py:f"]
+    assert main([*argv, "--progress-interval", "0.05"]) == 0
+    shown = terminal.getvalue()
+    assert "\r\x1b[K[" in shown
+    assert "\nstopped: every input is exhausted\n" in shown
+    assert not shown.split("stopped:")[0].endswith("\r\x1b[K")
+
+
+def test_the_exit_statuses_are_in_the_help(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys, "run", "--help")
+    assert code == 0
+    assert "3 when the run ended\nbut dropped messages" in out
+    assert "``" not in out

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.mq_bridge.contract.broker_cases import broker_case
+
 
 @dataclass(frozen=True)
 class ContractCase:
@@ -31,6 +33,9 @@ class ContractCase:
     redelivers_on_nack: bool = True
     #: a bounded source (a file) sets `exhausted` once everything was handed out
     bounded: bool = False
+    #: a new reader resumes after what earlier readers acked (False: file `consume` mode
+    #: without `delete` keeps no progress, so each new reader starts at the beginning)
+    resumes_after_acks: bool = True
     #: run after the test, even a failed one: deletes what the case created on a shared broker
     #: (a stream, queue or topic); see broker_cases.py
     cleanup: Callable[[], None] | None = None
@@ -60,15 +65,31 @@ def file_group_case(tmp_path: Path) -> ContractCase:
 
 
 def file_consume_case(tmp_path: Path) -> ContractCase:
+    """Plain consume mode: acked records stay in the file and a restart reads them again."""
     path = str(tmp_path / "contract.jsonl")
-    reader = {"file": {"path": path, "mode": "consume", "delete": True}}
-    return ContractCase({"file": {"path": path}}, reader, bounded=True)
+    reader = {"file": {"path": path, "mode": "consume", "delete": False}}
+    return ContractCase({"file": {"path": path}}, reader, bounded=True, resumes_after_acks=False)
 
 
 def twain_case(tmp_path: Path) -> ContractCase:
     """One partition, so that the suite's order checks hold; the reader is a group member."""
     store = {"root": str(tmp_path / "store"), "topic": "contract", "create": {"partitions": 1}}
     return ContractCase({"twain": store}, {"twain": {**store, "group": "g"}})
+
+
+def redis_streams_case(url: str) -> ContractCase:
+    """A fresh stream, read from its start by the default group; cleanup deletes the key."""
+    stream = f"contract-{uuid.uuid4().hex[:8]}"
+    writer = {"redis_streams": {"url": url, "stream": stream}}
+    reader = {"redis_streams": {"url": url, "stream": stream, "read_from_start": True}}
+
+    def cleanup() -> None:
+        import redis
+
+        with redis.Redis.from_url(url, socket_timeout=5) as client:
+            client.delete(stream)
+
+    return ContractCase(writer, reader, cleanup=cleanup)
 
 
 CASES: dict[str, Callable[[Path], ContractCase]] = {
@@ -81,3 +102,55 @@ CASES: dict[str, Callable[[Path], ContractCase]] = {
 }
 
 MARKS: dict[str, list[pytest.MarkDecorator]] = {}
+CASES["redis_streams"], MARKS["redis_streams"] = broker_case(
+    "redis", pytest.mark.redis, redis_streams_case
+)
+
+
+def mqtt_case(address: str) -> ContractCase:
+    """A persistent session on a unique topic, made before anything is sent (so it queues)."""
+    name = f"contract-{uuid.uuid4().hex[:8]}"
+    config = {"mqtt": {"url": f"tcp://{address}", "topic": f"contract/{name}", "client_id": name}}
+    gone = {"mqtt": {**config["mqtt"], "clean_session": True}}  # clean start drops the session
+    _open_and_close(config)
+    return ContractCase(config, config, cleanup=lambda: _open_and_close(gone))
+
+
+def _open_and_close(config: dict[str, Any]) -> None:
+    from mq_bridge.runtime.factory import build_input, new_context
+
+    source = build_input(config, new_context("contract"))
+    source.connect()
+    source.close()
+
+
+CASES["mqtt"], MARKS["mqtt"] = broker_case("mqtt", pytest.mark.mqtt, mqtt_case)
+
+
+def nats_case(url: str) -> ContractCase:
+    """A JetStream stream of its own (small limits), deleted with its consumers afterwards."""
+    stream = f"contract-{uuid.uuid4().hex[:8]}"
+    limits = {"stream_max_bytes": 1 << 20, "stream_max_messages": 10_000}
+    config = {"nats": {"url": url, "subject": stream, "stream": stream, **limits}}
+    return ContractCase(config, config, cleanup=lambda: _delete_nats_stream(url, stream))
+
+
+def _delete_nats_stream(url: str, stream: str) -> None:
+    from tests.mq_bridge.endpoints.test_nats import delete_stream
+
+    delete_stream(url, stream)
+
+
+CASES["nats"], MARKS["nats"] = broker_case("nats", pytest.mark.nats, nats_case)
+
+
+def amqp_case(url: str) -> ContractCase:
+    """A durable queue of its own, deleted afterwards."""
+    from tests.mq_bridge.endpoints.test_amqp import delete_queue
+
+    queue = f"contract-{uuid.uuid4().hex[:8]}"
+    config = {"amqp": {"url": url, "queue": queue}}
+    return ContractCase(config, config, cleanup=lambda: delete_queue(url, queue))
+
+
+CASES["amqp"], MARKS["amqp"] = broker_case("amqp", pytest.mark.amqp, amqp_case)

@@ -22,7 +22,10 @@ WRITER = textwrap.dedent(
     publisher = Publisher.from_config({"file": {"path": sys.argv[1]}})
     number = 0
     while True:
-        batch = [Message(b"x" * (n % 700), {"n": str(n)}) for n in range(number, number + 50)]
+        batch = [
+            Message(b"x" * (n % 700), {"n": str(n), "kind": "crash-test"})
+            for n in range(number, number + 50)
+        ]
         publisher.send_batch(batch)
         number += 50
         print(number, flush=True)  # everything below `number` is acknowledged
@@ -73,10 +76,15 @@ def run_until(script: str, path: Path, enough: int) -> dict[str, int]:
 
 
 def read_all(path: Path) -> list[int]:
+    """The numbers of the records in the file, each checked whole (payload and metadata)."""
     with Consumer.from_config({"file": {"path": str(path), "mode": "consume"}}) as consumer:
         numbers: list[int] = []
         while not consumer.exhausted:
-            numbers += [int(m.metadata["n"]) for m in consumer.poll(max=500, timeout_ms=1000)]
+            for message in consumer.poll(max=500, timeout_ms=1000):
+                n = int(message.metadata["n"])
+                assert message.metadata == {"n": str(n), "kind": "crash-test"}
+                assert message.payload == b"x" * (n % 700)
+                numbers.append(n)
             consumer.commit()
         return numbers
 
@@ -90,7 +98,8 @@ def test_a_killed_writer_loses_no_acknowledged_record_and_leaves_no_garbage(
     assert len(numbers) >= acknowledged
     assert numbers == list(range(len(numbers)))  # complete records only, in order
     with Publisher.from_config({"file": {"path": str(path)}}) as publisher:
-        publisher.send_json({}, {"n": str(len(numbers))})  # a restarted writer appends cleanly
+        n = len(numbers)  # a restarted writer appends cleanly
+        publisher.send(Message(b"x" * (n % 700), {"n": str(n), "kind": "crash-test"}))
     assert read_all(path) == list(range(len(numbers) + 1))
 
 

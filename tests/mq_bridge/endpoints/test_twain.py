@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from mq_bridge import Consumer, Message, Publisher, Route
 from mq_bridge.endpoints.twain.input import TwainInput
 from mq_bridge.errors import ConfigError, EndpointError, SendError
 from mq_bridge.runtime.factory import build_input, build_output, new_context
+from tests.sync_log import record_syncs
 from twainmq import Twain
 from twainmq.groups import list_groups
 
@@ -27,6 +29,35 @@ def poll_all(consumer: Consumer, count: int, timeout: float = 20.0) -> list[Mess
     while len(got) < count and time.monotonic() < deadline:
         got += consumer.poll(max=count - len(got), timeout_ms=200)
     return got
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
+    """Poll `condition` until it holds (True) or `timeout` seconds passed (False)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def next_offsets(messages: list[Message]) -> dict[int, int]:
+    """Partition -> the offset after the last of `messages` there (needs source metadata)."""
+    offsets: dict[int, int] = {}
+    for message in messages:
+        partition = int(message.metadata["mqb.src.twain_partition"])
+        offset = int(message.metadata["mqb.src.twain_offset"])
+        offsets[partition] = max(offsets.get(partition, 0), offset + 1)
+    return offsets
+
+
+def offsets_in(messages: list[Message], partition: int) -> list[int]:
+    """The offsets of those of `messages` that come from `partition` (source metadata)."""
+    return [
+        int(m.metadata["mqb.src.twain_offset"])
+        for m in messages
+        if int(m.metadata["mqb.src.twain_partition"]) == partition
+    ]
 
 
 def test_a_plain_twainmq_consumer_reads_the_records_as_bytes(tmp_path: Path) -> None:
@@ -121,33 +152,42 @@ def test_a_nack_rewinds_only_the_partitions_of_the_batch(tmp_path: Path) -> None
 
 
 def test_two_members_of_a_group_share_the_partitions_and_each_message_once(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("MQB_SOURCE_METADATA", "1")
     config = endpoint(tmp_path, create={"partitions": 4}, group="workers")
     total = 400
-    with Publisher.from_config(config) as publisher:
-        publisher.send_batch([str(n).encode() for n in range(total)])
-    seen: list[list[int]] = [[], []]
+    seen: list[list[tuple[int, int]]] = [[], []]  # per member: (number, partition)
+    owned: list[list[int]] = [[], []]  # per member: the partitions it owned at its last poll
     done = threading.Event()
 
     def work(index: int) -> None:
         with Consumer.from_config(config) as consumer:
             while not done.is_set():
-                seen[index] += [int(m.payload) for m in consumer.poll(max=7, timeout_ms=50)]
+                for message in consumer.poll(max=7, timeout_ms=50):
+                    partition = int(message.metadata["mqb.src.twain_partition"])
+                    seen[index].append((int(message.payload), partition))
                 consumer.commit()
-                time.sleep(0.002)  # both must join before the first one drains everything
+                owned[index] = consumer.status()["details"]["assignment"]
 
     threads = [threading.Thread(target=work, args=(i,)) for i in (0, 1)]
     for thread in threads:
         thread.start()
-    deadline = time.monotonic() + 30
-    while len(seen[0]) + len(seen[1]) < total and time.monotonic() < deadline:
-        time.sleep(0.01)
-    done.set()
-    for thread in threads:
-        thread.join(30)
-    assert sorted(seen[0] + seen[1]) == list(range(total))  # each once: no rebalance overlap
-    assert seen[0] and seen[1]
+    try:
+        # Publish only once both members joined and took two partitions each, so that no
+        # rebalance can happen while they read (however slowly the second one starts).
+        assert wait_for(lambda: sorted(owned[0] + owned[1]) == [0, 1, 2, 3] and all(owned))
+        with Publisher.from_config(config) as publisher:
+            publisher.send_batch([str(n).encode() for n in range(total)])
+        assert wait_for(lambda: len(seen[0]) + len(seen[1]) >= total)
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join(30)
+    numbers = sorted(number for number, _ in seen[0] + seen[1])
+    assert numbers == list(range(total))  # each once
+    for index in (0, 1):  # each member read only, and some of, its own partitions
+        assert seen[index] and {p for _, p in seen[index]} <= set(owned[index])
 
 
 def test_a_route_moves_messages_between_topics_keeping_id_and_metadata(tmp_path: Path) -> None:
@@ -205,33 +245,82 @@ def test_an_oversize_message_fails_alone(tmp_path: Path) -> None:
     assert len(records) == 2 and records[0].endswith(b"small") and records[1].endswith(b"ok")
 
 
-@pytest.mark.parametrize("fsync", ["always", "batch"])
-def test_synced_outputs_write_single_and_batched_sends(tmp_path: Path, fsync: str) -> None:
+@pytest.mark.parametrize(
+    ("fsync", "synced_after_single", "synced_after_batch"),
+    [("never", 0, 0), ("always", 1, 2), ("batch", 0, 1)],
+)
+def test_outputs_sync_as_their_fsync_mode_says(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fsync: str,
+    synced_after_single: int,
+    synced_after_batch: int,
+) -> None:
+    """Syncs of segment data made by the sending thread, counted after each send returns.
+
+    always: every send; batch: a batch `send` before it returns (what a route acks is on
+    disk), single sends left to the producer's background group commit; never: none.
+    """
     config = endpoint(tmp_path, create={}, fsync=fsync, group="g")
-    with Publisher.from_config(config) as publisher:
-        publisher.send(b"one")
-        publisher.send_batch([b"two", b"three"])
+    publisher = Publisher.from_config(config)
+    syncs = record_syncs(monkeypatch)
+    sender = threading.current_thread().name
+
+    def synced_by_sender() -> int:
+        return sum(1 for s in syncs.of_files(".log") if s.thread == sender)
+
+    publisher.send(b"one")
+    assert synced_by_sender() == synced_after_single
+    publisher.send_batch([b"two", b"three"])
+    assert synced_by_sender() == synced_after_batch
+    publisher.close()
+    if fsync == "never":
+        assert syncs.of_files(".log") == []  # not in any thread, not on close either
     with Consumer.from_config(config) as consumer:
         assert [m.payload for m in poll_all(consumer, 3)] == [b"one", b"two", b"three"]
 
 
-def test_an_ack_for_a_partition_that_moved_does_not_fail(tmp_path: Path) -> None:
+def test_a_partition_that_moved_is_read_again_from_its_last_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MQB_SOURCE_METADATA", "1")
     config = endpoint(tmp_path, create={"partitions": 2}, group="g")
-    with Publisher.from_config(config) as publisher:
-        publisher.send_batch([str(n).encode() for n in range(20)])
+    with Publisher.from_config(config) as publisher:  # keyed by id: both partitions get some
+        publisher.send_batch([str(n).encode() for n in range(200)])
     first = build_input(config, new_context("test"))
     first.connect()
     assert isinstance(first, TwainInput)
-    batch = first.receive(20, 5.0)
     second = build_input(config, new_context("test"))
-    second.connect()
     try:
-        deadline = time.monotonic() + 10
-        while len(first.status().details["assignment"]) > 1 and time.monotonic() < deadline:
+        acked = first.receive(6, 5.0)
+        first.ack(acked)  # commits at once
+        committed = next_offsets(acked.messages)
+        batch = first.receive(200, 5.0)  # read on, past the commit
+        second.connect()
+
+        def handed_over() -> bool:
             first.receive(1, 0.01)  # polling lets the first member hand a partition over
-        first.ack(batch)  # commits the partition it kept; the other is redelivered there
-        assert first.status().details["assignment"] != []
-        assert len(first.status().details["assignment"]) == 1
+            return len(first.status().details["assignment"]) == 1
+
+        assert wait_for(handed_over)
+        first.ack(batch)  # must not fail: it commits the partition it kept, not the moved one
+        (kept,) = first.status().details["assignment"]
+        (moved,) = {0, 1} - {kept}
+        read_past = set(offsets_in(batch.messages, moved))
+        assert read_past  # the first member read the moved partition past its commit
+        got: list[Message] = []
+
+        def second_read_them_again() -> bool:
+            got.extend(second.receive(200, 0.05).messages)
+            return read_past <= set(offsets_in(got, moved))
+
+        assert wait_for(second_read_them_again)
+        offsets = offsets_in(got, moved)
+        assert len(offsets) == len(got)  # the second member reads only the moved partition
+        # It starts at the moved partition's last commit, so what the first member read past
+        # it (and acked too late) comes again, in order: at least once, never lost.
+        assert offsets[0] == committed.get(moved, 0)
+        assert offsets == list(range(offsets[0], offsets[0] + len(offsets)))
     finally:
         first.close()
         second.close()

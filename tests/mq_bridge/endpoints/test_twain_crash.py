@@ -80,7 +80,10 @@ def wait_until_all_committed(root: Path, processes: list[subprocess.Popen[bytes]
 
 
 def feed(root: Path, first: int, count: int) -> list[Message]:
-    messages = [Message(f"order {n}".encode(), {"n": str(n)}) for n in range(first, first + count)]
+    messages = [
+        Message(f"order {n}".encode(), {"n": str(n), "customer": f"c{n % 7}", "kind": "order"})
+        for n in range(first, first + count)
+    ]
     config = {"twain": {"root": str(root), "topic": "in", "create": {"partitions": 4}}}
     with Publisher.from_config(config) as publisher:
         for start in range(0, count, 1000):
@@ -102,9 +105,10 @@ def read_output(root: Path) -> list[Message]:
 
 def check_output(root: Path, sent: list[Message], max_duplicates: int) -> None:
     got = read_output(root)
-    by_n = {m.metadata["n"]: (m.id, m.payload.upper()) for m in sent}
-    assert {m.metadata["n"]: (m.id, m.payload) for m in got} == by_n  # none lost, ids kept
-    duplicates = sum(count - 1 for count in Counter(m.metadata["n"] for m in got).values())
+    expected = {m.id: (m.payload.upper(), dict(m.metadata)) for m in sent}
+    # None lost, and each with its id, its handled payload and all of its metadata.
+    assert {m.id: (m.payload, dict(m.metadata)) for m in got} == expected
+    duplicates = sum(count - 1 for count in Counter(m.id for m in got).values())
     assert duplicates <= max_duplicates
 
 

@@ -17,21 +17,23 @@ from mq_bridge.endpoints.kit.wire import (
 from mq_bridge.message import Message
 
 ID = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+WIRE_ID = ID.replace("-", "")  # mq-bridge's header form: 32 hex digits
 
 
 def test_the_id_header_name_is_mq_bridges() -> None:
     assert MESSAGE_ID_HEADER == "mq_bridge.message_id"
 
 
-def test_headers_carry_metadata_and_the_canonical_id() -> None:
+def test_headers_carry_metadata_and_the_id_as_mq_bridge_writes_it() -> None:
     message = Message(b"{}", {"kind": "order"}, id=ID.upper())
-    assert headers_for(message) == {"kind": "order", MESSAGE_ID_HEADER: ID}
+    assert headers_for(message) == {"kind": "order", MESSAGE_ID_HEADER: WIRE_ID}
+    assert message_from_wire(b"", {MESSAGE_ID_HEADER: WIRE_ID}).id == ID
 
 
 def test_headers_strip_source_keys_and_leave_the_message_alone() -> None:
     metadata = with_source({"kind": "order"}, {"kafka_topic": "t", "kafka_offset": 3}, True)
     message = Message(b"x", metadata, id=ID)
-    assert headers_for(message) == {"kind": "order", MESSAGE_ID_HEADER: ID}
+    assert headers_for(message) == {"kind": "order", MESSAGE_ID_HEADER: WIRE_ID}
     assert message.get("mqb.src.kafka_topic") == "t"
     headers_for(message)["extra"] = "changed"
     assert "extra" not in message.metadata

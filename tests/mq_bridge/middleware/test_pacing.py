@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 
 import pytest
 
 from mq_bridge.config.declarations import parse_options
 from mq_bridge.errors import ConfigError
+from mq_bridge.message import Message
 from mq_bridge.middleware import delay, limiter
+from mq_bridge.middleware._sleep import WakeableSleep
 from mq_bridge.middleware.delay import DelayOptions
 from mq_bridge.middleware.limiter import LimiterOptions, Pacer
 
@@ -34,39 +37,93 @@ def test_pacer_gives_each_message_its_share_of_a_second():
     assert pacer.reserve(1) == pytest.approx(0.1)
 
 
-def test_limiter_output_sends_everything_paced():
-    output = ListOutput()
+class PacedWorld:
+    """A fake clock, and sleeps that advance it instead of waiting, recording each wait."""
+
+    def __init__(self) -> None:
+        self.clock = FakeClock()
+        self.events: list[tuple[str, float]] = []  # ("sleep", seconds) / ("send", at time)
+        world = self
+
+        class Sleep(WakeableSleep):
+            def sleep(self, seconds: float) -> bool:
+                world.events.append(("sleep", seconds))
+                world.clock.now += max(0.0, seconds)
+                return True
+
+        self.Sleep = Sleep
+
+    def sends(self) -> list[float]:
+        return [value for kind, value in self.events if kind == "send"]
+
+    def sleeps(self) -> list[float]:
+        return [value for kind, value in self.events if kind == "sleep"]
+
+
+class TimedOutput(ListOutput):
+    """Notes the fake time of every send."""
+
+    def __init__(self, world: PacedWorld) -> None:
+        super().__init__()
+        self.world = world
+
+    def send(self, messages: Sequence[Message]) -> None:
+        self.world.events.append(("send", self.world.clock.now))
+        super().send(messages)
+
+
+@pytest.fixture
+def world(monkeypatch: pytest.MonkeyPatch) -> PacedWorld:
+    """Pacing middleware built in this test waits in `world`'s time, not in real time."""
+    world = PacedWorld()
+    for module in (delay, limiter):
+        monkeypatch.setattr(module, "WakeableSleep", world.Sleep)
+    monkeypatch.setattr(limiter, "Pacer", lambda rate: Pacer(rate, world.clock))
+    return world
+
+
+def test_limiter_output_spaces_sends_by_their_message_count(world: PacedWorld):
+    output = TimedOutput(world)
     wrapped = limiter.wrap_output(output, LimiterOptions(messages_per_second=200), context_with({}))
-    started = time.monotonic()
-    for message in numbered(10):
+    for message in numbered(5):
         wrapped.send([message])
+    wrapped.send(numbered(4))  # four messages take four shares of the time ...
+    wrapped.send(numbered(1))  # ... so the next send waits for all of them
     assert len(output.sent) == 10
-    assert time.monotonic() - started >= 9 / 200  # nine gaps of 5 ms at least
+    starts = [at - 100.0 for at in world.sends()]
+    assert starts == pytest.approx([0.0, 0.005, 0.010, 0.015, 0.020, 0.025, 0.045])
 
 
-def test_limiter_input_hands_out_everything():
+def test_limiter_input_hands_batches_out_at_the_rate(world: PacedWorld):
     messages = numbered(4)
     wrapped = limiter.wrap_input(
         ListInput(messages), LimiterOptions(messages_per_second=1000), context_with({})
     )
-    received = [m for _ in range(4) for m in wrapped.receive(1, 0).messages]
+    received, handed_out_at = [], []
+    for _ in range(4):
+        received += wrapped.receive(1, 0).messages
+        handed_out_at.append(world.clock.now - 100.0)
     assert received == messages
+    assert handed_out_at == pytest.approx([0.0, 0.001, 0.002, 0.003])
 
 
-def test_delay_output_waits_before_each_send():
-    output = ListOutput()
+def test_delay_output_waits_before_each_send(world: PacedWorld):
+    output = TimedOutput(world)
     wrapped = delay.wrap_output(output, DelayOptions(delay_ms=20), context_with({}))
-    started = time.monotonic()
     wrapped.send(numbered(2))
-    assert time.monotonic() - started >= 0.02 and len(output.sent) == 2
+    wrapped.send(numbered(1))
+    assert [kind for kind, _ in world.events] == ["sleep", "send", "sleep", "send"]
+    assert [value for _, value in world.events] == pytest.approx([0.02, 100.02, 0.02, 100.04])
+    assert len(output.sent) == 3
 
 
-def test_delay_input_holds_only_non_empty_batches():
+def test_delay_input_holds_only_non_empty_batches(world: PacedWorld):
     source = ListInput(numbered(1))
     wrapped = delay.wrap_input(source, DelayOptions(delay_ms=20), context_with({}))
-    started = time.monotonic()
     assert len(wrapped.receive(10, 0)) == 1
-    assert time.monotonic() - started >= 0.02
+    assert world.sleeps() == [0.02]  # held once, after the batch arrived
+    assert len(wrapped.receive(10, 0)) == 0
+    assert world.sleeps() == [0.02]  # an empty batch is not held
 
 
 def test_close_ends_a_long_delay_so_shutdown_is_not_held_up():

@@ -8,6 +8,7 @@ import pytest
 
 from mq_bridge import Message, NonRetryableError, Publisher, RetryableError, Route
 from mq_bridge.errors import ConfigError
+from mq_bridge.middleware._sleep import WakeableSleep
 from mq_bridge.middleware.metrics import metrics_snapshot
 from tests.mq_bridge.helpers import read, unique
 
@@ -84,18 +85,22 @@ def test_random_panic_needs_allow_fault_injection():
 
 
 def test_an_injected_retriable_fault_is_retried_and_nothing_is_lost():
-    source, sink = unique("in"), unique("out")
+    source, sink, name = unique("in"), unique("out"), unique("panicky")
     middlewares = [
         {"retry": {"max_attempts": 3, "initial_interval_ms": 1}},
+        {"metrics": {}},  # counts every attempt that reaches the fault injector
         {"random_panic": {"mode": "disconnect", "trigger_on_message": 2}},
     ]
     config = route_config(source, sink, middlewares, allow_fault_injection=True)
-    with Route.from_config(config).with_handler(lambda m: m):
+    with Route.from_config({"routes": {name: config}}, name).with_handler(lambda m: m):
         publisher = Publisher.from_config({"memory": {"topic": source}})
         for n in range(5):
             publisher.send_json({"n": n})
         delivered = read(sink, 5)
     assert sorted(m.json()["n"] for m in delivered) == [0, 1, 2, 3, 4]
+    attempts = metrics_snapshot()[name]["output"][f"memory:{sink}"]
+    assert attempts["failed"] >= 1  # the fault fired: the send holding message 2 failed ...
+    assert attempts["messages"] == 5 + attempts["failed"]  # ... and only it was sent again
 
 
 def test_deduplication_on_the_input_survives_a_route_restart(tmp_path):
@@ -185,7 +190,15 @@ def test_buffer_joins_concurrent_publisher_sends():
     assert sorted(m.json()["n"] for m in read(sink, 8)) == list(range(8))
 
 
-def test_middlewares_from_a_yaml_document():
+def test_middlewares_from_a_yaml_document(monkeypatch):
+    waits: list[float] = []
+    real_sleep = WakeableSleep.sleep
+
+    def counted(self: WakeableSleep, seconds: float) -> bool:
+        waits.append(seconds)
+        return real_sleep(self, seconds)
+
+    monkeypatch.setattr(WakeableSleep, "sleep", counted)
     source, sink = unique("in"), unique("out")
     text = f"""
 routes:
@@ -202,6 +215,9 @@ routes:
     with Route.from_str(text, "paced").with_handler(lambda m: m):
         Publisher.from_config({"memory": {"topic": source}}).send_json({"ok": True})
         assert [m.json() for m in read(sink, 1)] == [{"ok": True}]
+    # Both were built from the YAML and paced the message: the limiter took its turn (on
+    # time: no wait) and the delay waited its 1 ms.
+    assert sorted(waits) == [0.0, 0.001]
 
 
 def test_stopping_a_route_ends_a_long_retry_wait_and_keeps_the_message():

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 import time
+import types
 
 import pytest
 
 from mq_bridge import Message, Publisher, Route
+from mq_bridge.config.declarations import Options, secret_field
+from mq_bridge.endpoints.registry import ENDPOINT_MODULES
 from mq_bridge.errors import ConfigError, EndpointError, EndpointUnavailableError
 from tests.mq_bridge.helpers import read, unique, wait_until
 from tests.mq_bridge.runtime.scripted import Script
@@ -151,11 +155,34 @@ def test_gc_modes_disable_automatic_gc_while_routes_run_and_restore_it(monkeypat
     assert gc.isenabled()
 
 
-def test_repr_names_the_route_and_hides_secrets():
+def test_repr_names_the_route_and_hides_secrets(monkeypatch):
+    # A password in a URL, and a secret option (declared by a registered endpoint).
+    vault = types.ModuleType("fake_vault", "vault: a fake output endpoint with a secret.")
+
+    class VaultOptions(Options):
+        sesame: str | None = secret_field(None, description="The word that opens it.")
+
+    vault.OPTIONS = VaultOptions  # type: ignore[attr-defined]
+    vault.build_output = lambda options, context: None  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "fake_vault", vault)
+    monkeypatch.setitem(ENDPOINT_MODULES, "vault", "fake_vault")
     route = Route.from_config(
-        {"routes": {"orders": {"input": {"memory": {"topic": "t"}}}}}, "orders"
+        {
+            "routes": {
+                "orders": {
+                    "input": {"memory": {"url": "memory://alice:hunter2@orders.in"}},
+                    "output": {"vault": {"sesame": "open-sesame-42"}},
+                }
+            }
+        },
+        "orders",
     )
-    assert "orders" in repr(route) and "new" in repr(route)
+    shown = repr(route)
+    assert "orders" in shown and "new" in shown
+    assert "hunter2" not in shown and "open-sesame-42" not in shown
+    assert "'sesame': '***'" in shown
+    # The URL is hidden whole where an endpoint declares `url` secret, else its password.
+    assert "'url': '***'" in shown or "memory://alice:***@orders.in" in shown
 
 
 @pytest.mark.parametrize("executor", ["direct", "worker"])

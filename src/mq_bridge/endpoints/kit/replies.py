@@ -54,9 +54,13 @@ class ReplyRegistry:
 
     def expect(self, correlation_id: str) -> ReplyWaiter:
         """Register interest in the reply carrying `correlation_id`."""
-        waiter = ReplyWaiter(correlation_id, self)
+        return self.register(ReplyWaiter(correlation_id, self))
+
+    def register(self, waiter: ReplyWaiter) -> ReplyWaiter:
+        """Register `waiter` under its ``correlation_id``: a subclass may act in `complete`
+        (an input that forwards the reply to its broker's ``reply_to``, say)."""
         with self._lock:
-            self._waiters[correlation_id] = waiter
+            self._waiters[waiter.correlation_id] = waiter
         return waiter
 
     def deliver(self, message: Message) -> bool:

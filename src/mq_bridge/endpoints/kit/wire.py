@@ -36,9 +36,13 @@ _POSITION_NAMESPACE = uuid.UUID("c51c8622-b76b-4320-b6f0-499679493945")
 
 
 def headers_for(message: Message) -> dict[str, str]:
-    """The headers that carry `message`: its metadata minus ``mqb.src.*``, plus its id."""
+    """The headers that carry `message`: its metadata minus ``mqb.src.*``, plus its id.
+
+    The id is written as mq-bridge writes it, 32 hex digits without dashes: mq-bridge reads
+    only that form (a dashed UUID it would replace by a position id); we read both.
+    """
     headers = drop_source_keys(message.metadata)  # .metadata is a fresh copy: ours to change
-    headers[MESSAGE_ID_HEADER] = message.assigned_id()
+    headers[MESSAGE_ID_HEADER] = f"{message.id_int:032x}"
     return headers
 
 

@@ -18,10 +18,10 @@ __all__ = ["TwainOutput"]
 class TwainOutput(OutputEndpoint):
     """Appends messages to a topic, each in an envelope, under a key.
 
-    A twainmq producer must not be used by two threads at once (its partition locks are
-    per open file, so they do not exclude threads sharing it), and a route with
-    `concurrency` > 1 sends from several threads: a lock serializes the writes. Encoding
-    happens outside it.
+    The engine's producer is safe to share between threads (each partition file has a
+    thread lock beside its flock). A route with `concurrency` > 1 sends from several
+    threads; the lock here keeps those sends, `connect` and `close` from interleaving
+    (a close never cuts a batch in half). Encoding happens outside it.
     """
 
     def __init__(self, options: TwainOptions) -> None:

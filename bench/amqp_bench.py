@@ -1,0 +1,175 @@
+"""RabbitMQ (AMQP) throughput through the seed's public API only, so one script measures us
+and the peer (mq-bridge 1.2.0 in its own venv):
+
+    $(scripts/peer-venv.sh mq-bridge) bench/amqp_bench.py --scenario all
+    .venv/bin/python bench/amqp_bench.py --scenario all
+
+Scenarios (~100 B JSON; the local RabbitMQ; durable queues, persistent messages,
+publisher confirms; median of --runs):
+
+    route       RabbitMQ -> route(with_handler returning the message) -> RabbitMQ,
+                batch 512; timed from the route's start over a pre-filled backlog until a
+                Consumer on the output queue has read every message
+    send-json   Publisher.send_json one at a time, each waiting for its confirm
+    send-batch  Publisher.send_batch of 500
+    poll        Consumer.poll(max=500) + commit() over a pre-filled queue
+
+The URL names the vhost as ``/%2f``: the peer (lapin) reads a bare trailing ``/`` as the
+empty vhost. Every queue is deleted at the end of its run with ``rabbitmqctl`` (bounded),
+so no client library is needed in either venv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+
+from mq_bridge import Consumer, Publisher, Route
+
+URL = "amqp://guest:guest@127.0.0.1:5672/%2f"
+DOC = {"order_id": 0, "customer": "c-000042", "sku": "SKU-7731-BLUE", "amount": 129.95, "n": 0}
+KIND = {"kind": "order.created"}
+
+
+def config(queue: str) -> dict:
+    return {"amqp": {"url": URL, "queue": queue}}
+
+
+def delete_queue(name: str) -> None:
+    """``rabbitmqctl delete_queue`` (bounded: 30 s); a missing queue is fine."""
+    subprocess.run(
+        ["rabbitmqctl", "delete_queue", name], capture_output=True, timeout=30, check=False
+    )
+
+
+def close(endpoint: object) -> None:
+    """Close what has a `close` (the peer's Publisher has none: it closes when collected)."""
+    closer = getattr(endpoint, "close", None)
+    if closer is not None:
+        closer()
+
+
+def payloads(count: int) -> list[bytes]:
+    result = []
+    for n in range(count):
+        DOC["n"] = n
+        result.append(json.dumps(DOC).encode())
+    return result
+
+
+def fill(cfg: dict, count: int) -> None:
+    publisher = Publisher.from_config(cfg)
+    data = payloads(count)
+    for start in range(0, count, 500):
+        publisher.send_batch(data[start : start + 500])
+    close(publisher)
+
+
+def drain(cfg: dict, count: int, timeout: float = 120.0) -> int:
+    consumer = Consumer.from_config(cfg)
+    seen, deadline = 0, time.monotonic() + timeout
+    while seen < count and time.monotonic() < deadline:
+        batch = consumer.poll(max=500, timeout_ms=1000)
+        for message in batch:
+            _ = message.payload
+        seen += len(batch)
+        consumer.commit()
+    consumer.close()
+    return seen
+
+
+def route_run(count: int) -> float:
+    source, sink = f"bench-in-{uuid.uuid4().hex[:8]}", f"bench-out-{uuid.uuid4().hex[:8]}"
+    try:
+        fill(config(source), count)
+        route = Route.from_config(
+            {"input": config(source), "output": config(sink), "batch_size": 512}
+        ).with_handler(lambda message: message)
+        started = time.perf_counter()
+        route.start()
+        seen = drain(config(sink), count)
+        elapsed = time.perf_counter() - started
+        route.stop()
+        if seen != count:
+            sys.exit(f"routed {seen} of {count}")
+        return count / elapsed
+    finally:
+        delete_queue(source)
+        delete_queue(sink)
+
+
+def send_json_run(count: int) -> float:
+    queue = f"bench-send-{uuid.uuid4().hex[:8]}"
+    try:
+        publisher = Publisher.from_config(config(queue))
+        started = time.perf_counter()
+        for n in range(count):
+            DOC["n"] = n
+            publisher.send_json(DOC, KIND)
+        elapsed = time.perf_counter() - started
+        close(publisher)
+        return count / elapsed
+    finally:
+        delete_queue(queue)
+
+
+def send_batch_run(count: int) -> float:
+    queue = f"bench-batch-{uuid.uuid4().hex[:8]}"
+    try:
+        publisher = Publisher.from_config(config(queue))
+        data = payloads(count)
+        started = time.perf_counter()
+        for start in range(0, count, 500):
+            publisher.send_batch(data[start : start + 500])
+        elapsed = time.perf_counter() - started
+        close(publisher)
+        return count / elapsed
+    finally:
+        delete_queue(queue)
+
+
+def poll_run(count: int) -> float:
+    queue = f"bench-poll-{uuid.uuid4().hex[:8]}"
+    try:
+        fill(config(queue), count)
+        started = time.perf_counter()
+        seen = drain(config(queue), count)
+        elapsed = time.perf_counter() - started
+        if seen != count:
+            sys.exit(f"polled {seen} of {count}")
+        return count / elapsed
+    finally:
+        delete_queue(queue)
+
+
+SCENARIOS = {
+    "route": (route_run, 20_000),
+    "send-json": (send_json_run, 3_000),
+    "send-batch": (send_batch_run, 20_000),
+    "poll": (poll_run, 20_000),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scenario", default="all", choices=[*SCENARIOS, "all"])
+    parser.add_argument("--messages", type=int, default=0, help="0: the scenario's default")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    for name in list(SCENARIOS) if args.scenario == "all" else [args.scenario]:
+        run, default = SCENARIOS[name]
+        rates = [run(args.messages or default) for _ in range(args.runs)]
+        print(
+            f"{name:11s} median {statistics.median(rates):>10,.0f} msg/s  "
+            f"runs {', '.join(f'{r:,.0f}' for r in rates)}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,15 @@
+"""Redis endpoints: `redis_streams` (streams and consumer groups) and `redis` (pub/sub).
+
+Two registered endpoints share this package, its options, its connection code and its
+driver (redis-py with hiredis, the sync client: ``pip install 'twainmq[redis]'``):
+
+    redis_streams   mq_bridge.endpoints.redis.streams   at least once: XADD, XREADGROUP, XACK
+    redis           mq_bridge.endpoints.redis.pubsub    at most once: PUBLISH, SUBSCRIBE
+
+Each registration module opens with the endpoint's docstring (features, URL, options).
+Modules: `options` (both declarations), `client` (shared connections, errors), `commands`
+(raw pipelined I/O on a held connection: the hot path), `codec` (the stream entry format,
+encoded and decoded as RESP), `readers` (group member and tail reader), `input` / `output`
+(redis_streams), `channels` (redis pub/sub). Nothing here imports redis-py until an endpoint
+connects.
+"""

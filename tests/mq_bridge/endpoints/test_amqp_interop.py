@@ -1,0 +1,114 @@
+"""Interop with the peer, mq-bridge 1.2.0 (its own venv), through the local RabbitMQ.
+
+The peer runs a small script in a subprocess: it publishes to a queue our consumer reads,
+and consumes a queue our publisher wrote. Both sides put the id in the AMQP ``message_id``
+property and metadata in headers, so payload, id and metadata survive both ways.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mq_bridge import Consumer, Message, Publisher
+from tests import peers
+from tests.mq_bridge.endpoints.test_amqp import delete_queue
+
+pytestmark = pytest.mark.amqp
+
+ROOT = Path(__file__).resolve().parents[3]
+
+PEER_SCRIPT = r"""
+import json, sys
+from mq_bridge import Consumer, Message, Publisher
+mode, config = sys.argv[1], json.loads(sys.argv[2])
+if mode == "publish":
+    publisher = Publisher.from_config(config)  # 1.2.0's is no context manager
+    for item in json.loads(sys.argv[3]):
+        message = Message(bytes.fromhex(item["payload"]), item["metadata"], id=item["id"])
+        publisher.send(message)
+else:
+    got = []
+    with Consumer.from_config(config) as consumer:
+        for _ in range(50):
+            batch = consumer.poll(max=10, timeout_ms=200)
+            got += [{"payload": m.payload.hex(), "id": str(m.id), "metadata": dict(m.metadata)}
+                    for m in batch]
+            consumer.commit()
+            if len(got) >= int(sys.argv[3]):
+                break
+    print(json.dumps(got))
+"""
+
+SENT = [
+    Message(b'{"order": 1}', {"kind": "order.created", "tenant": "t1"}),
+    Message(b"\xff\x00binary", {"kind": "blob", "correlation_id": "c-7"}),
+    Message("ünïcode text".encode(), {"kind": "text"}),
+]
+
+
+@pytest.fixture(scope="module")
+def peer_python() -> str:
+    return peers.peer_python("mq-bridge")
+
+
+@pytest.fixture
+def queue(amqp_url: str) -> Iterator[str]:
+    name = f"test-amqp-interop-{uuid.uuid4().hex[:8]}"
+    yield name
+    delete_queue(amqp_url, name)
+
+
+def peer_url(url: str) -> str:
+    """The peer (lapin) reads a trailing ``/`` as the empty vhost: name ``/`` explicitly."""
+    return url.rstrip("/") + "/%2f"
+
+
+def run_peer(python: str, tmp_path: Path, *args: str) -> str:
+    return peers.run_peer(python, PEER_SCRIPT, *args)
+
+
+def as_json(messages: list[Message]) -> str:
+    return json.dumps(
+        [
+            {"payload": m.payload.hex(), "id": m.assigned_id(), "metadata": m.metadata}
+            for m in messages
+        ]
+    )
+
+
+def test_the_peer_reads_what_we_publish(
+    peer_python: str, tmp_path: Path, amqp_url: str, queue: str
+) -> None:
+    with Publisher.from_config({"amqp": {"url": amqp_url, "queue": queue}}) as publisher:
+        publisher.send_batch(SENT)
+    config = json.dumps({"amqp": {"url": peer_url(amqp_url), "queue": queue}})
+    got: list[dict[str, Any]] = json.loads(run_peer(peer_python, tmp_path, "consume", config, "3"))
+    assert [bytes.fromhex(m["payload"]) for m in got] == [m.payload for m in SENT]
+    assert [m["id"] for m in got] == [m.id for m in SENT]
+    # the peer adds its own `amqp_message_id`; everything we sent is there
+    for message, sent in zip(got, SENT, strict=True):
+        assert message["metadata"].items() >= sent.metadata.items()
+
+
+def test_we_read_what_the_peer_publishes(
+    peer_python: str, tmp_path: Path, amqp_url: str, queue: str
+) -> None:
+    sent = [Message(m.payload, m.metadata, id=str(uuid.uuid4())) for m in SENT]
+    config = json.dumps({"amqp": {"url": peer_url(amqp_url), "queue": queue}})
+    run_peer(peer_python, tmp_path, "publish", config, as_json(sent))
+    with Consumer.from_config({"amqp": {"url": amqp_url, "queue": queue}}) as consumer:
+        got: list[Message] = []
+        for _ in range(50):
+            got += consumer.poll(max=10, timeout_ms=200)
+            if len(got) >= len(sent):
+                break
+        consumer.commit()
+    assert [(m.payload, m.id, m.metadata) for m in got] == [
+        (m.payload, m.id, m.metadata) for m in sent
+    ]
