@@ -72,3 +72,14 @@ def test_readme_block_runs_twice(language: str, code: str, tmp_path: Path) -> No
         )  # fmt: skip
         assert result.returncode == 0, f"{attempt} run failed:\n{result.stderr}"
         assert "Traceback" not in result.stderr
+
+
+_YAML_BLOCK = re.compile(r"^```yaml\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+@pytest.mark.parametrize("text", _YAML_BLOCK.findall(README.read_text(encoding="utf-8")))
+def test_readme_configs_are_valid(text: str) -> None:
+    """A config shown in the README passes `validate` (it is not run: it may name brokers)."""
+    from mq_bridge.config.loader import validate_document
+
+    assert validate_document(("str", text)) == []
