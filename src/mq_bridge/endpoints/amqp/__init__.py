@@ -2,7 +2,9 @@
 
 This module is the builders; `options` declares the options, `connection` runs pika on an
 I/O thread per connection, `topology` declares queues and exchanges, `codec` maps
-messages to AMQP properties, `publishing` tracks publisher confirms, `settlement` acks.
+messages to AMQP properties, `publishing` tracks publisher confirms on pika, `direct` is
+the output's publishing link driven by the sending thread (`frames` builds its frames),
+`settlement` acks.
 
 Features
     - Queue mode: a durable queue (transient with `no_persistence`) that competing
@@ -11,7 +13,8 @@ Features
       `exchange`, so every subscriber gets every message published after it subscribed.
     - Output: persistent messages (``delivery_mode`` 2) with publisher confirms; a send
       returns once the broker confirmed every message of it. A batch is pipelined (all
-      published, then all confirms awaited). `delayed_ack` skips the confirms (opt-in).
+      published, then all confirms awaited), by the sending thread on a connection of the
+      output's own. `delayed_ack` skips the confirms (opt-in).
       Straight to a queue, the publish is ``mandatory``: a missing queue fails the send.
     - Input: manual acks, `prefetch_count` in flight; `receive` returns full batches from a
       backlog. Acks in any order (one ``multiple`` frame for a batch when it can); nack is

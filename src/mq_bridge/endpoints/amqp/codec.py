@@ -29,7 +29,7 @@ from mq_bridge.endpoints.kit.source_metadata import SOURCE_PREFIX
 from mq_bridge.endpoints.kit.wire import MESSAGE_ID_HEADER
 from mq_bridge.message import NO_METADATA, Message, new_message_id, normalize_message_id
 
-__all__ = ["PROPERTY_KEYS", "decode", "encode_properties", "text_of"]
+__all__ = ["PROPERTY_KEYS", "decode", "encode_properties", "split_metadata", "text_of"]
 
 #: Metadata keys carried as AMQP properties, not headers.
 PROPERTY_KEYS = frozenset({"correlation_id", "reply_to"})
@@ -41,25 +41,32 @@ def encode_properties(
     properties_class: Any, message: Message, delivery_mode: int, reply_to: str | None = None
 ) -> Any:
     """The ``BasicProperties`` (pika's `properties_class`) that carry `message`."""
-    metadata = message.metadata_view
-    headers: dict[str, str] | None = None
-    correlation_id = None
-    if metadata:
-        headers = {}
-        for key, value in metadata.items():
-            if key == "correlation_id":
-                correlation_id = value
-            elif key == "reply_to":
-                reply_to = reply_to or value
-            elif not key.startswith(SOURCE_PREFIX):
-                headers[key] = value
+    headers, correlation_id, reply_to = split_metadata(message.metadata_view, reply_to)
     return properties_class(
         delivery_mode=delivery_mode,
         message_id=message.assigned_id(),
-        headers=headers or None,
+        headers=headers,
         correlation_id=correlation_id,
         reply_to=reply_to,
     )
+
+
+def split_metadata(
+    metadata: Mapping[str, str], reply_to: str | None = None
+) -> tuple[dict[str, str] | None, str | None, str | None]:
+    """``(headers, correlation_id, reply_to)`` for `metadata` (`reply_to` given wins)."""
+    if not metadata:
+        return None, None, reply_to
+    headers: dict[str, str] = {}
+    correlation_id = None
+    for key, value in metadata.items():
+        if key == "correlation_id":
+            correlation_id = value
+        elif key == "reply_to":
+            reply_to = reply_to or value
+        elif not key.startswith(SOURCE_PREFIX):
+            headers[key] = value
+    return headers or None, correlation_id, reply_to
 
 
 def decode(body: bytes, properties: Any) -> Message:

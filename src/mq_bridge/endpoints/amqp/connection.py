@@ -32,7 +32,7 @@ from mq_bridge.endpoints.kit.drivers import require_driver
 from mq_bridge.endpoints.kit.tls import ssl_context
 from mq_bridge.errors import ClosedError, ConfigError, EndpointError, EndpointUnavailableError
 
-__all__ = ["CONNECT_TIMEOUT", "AmqpConnection", "Channel", "acquire"]
+__all__ = ["CONNECT_TIMEOUT", "AmqpConnection", "Channel", "acquire", "connection_parameters"]
 
 log = logging.getLogger("mq_bridge.endpoints.amqp")
 
@@ -43,9 +43,9 @@ _MAX_PAUSE = 2.0  # the longest pause between two failed connection attempts
 
 def acquire(options: AmqpOptions, context: BuildContext) -> Lease[AmqpConnection]:
     """A lease on the (shared) connection for `options`, open when this returns."""
-    pika = require_driver("pika", endpoint="amqp", extra="amqp")
+    require_driver("pika", endpoint="amqp", extra="amqp")
     _quiet_pika()
-    parameters = _parameters(pika, options)
+    parameters = connection_parameters(options)
     key = connection_key(
         "amqp", url=options.url, username=options.username, password=options.password,
         tls=options.tls,
@@ -71,8 +71,9 @@ def _quiet_pika() -> None:
         pika_log.setLevel(logging.CRITICAL)
 
 
-def _parameters(pika: Any, options: AmqpOptions) -> Any:
+def connection_parameters(options: AmqpOptions) -> Any:
     """pika's connection parameters: the URL, credentials and TLS of `options`."""
+    pika = require_driver("pika", endpoint="amqp", extra="amqp")
     try:
         parameters = pika.URLParameters(options.url)
     except Exception as error:

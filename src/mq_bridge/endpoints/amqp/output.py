@@ -8,7 +8,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from mq_bridge.endpoints.amqp.codec import decode, encode_properties
-from mq_bridge.endpoints.amqp.connection import CONNECT_TIMEOUT, AmqpConnection, Channel, acquire
+from mq_bridge.endpoints.amqp.connection import (
+    CONNECT_TIMEOUT,
+    AmqpConnection,
+    Channel,
+    acquire,
+    connection_parameters,
+)
+from mq_bridge.endpoints.amqp.direct import DirectPublisher
 from mq_bridge.endpoints.amqp.options import AmqpOptions
 from mq_bridge.endpoints.amqp.publishing import Confirms, Pending
 from mq_bridge.endpoints.amqp.topology import declare
@@ -30,8 +37,11 @@ class AmqpOutput(OutputEndpoint):
     `delayed_ack`, returns only once the broker confirmed every message of the send.
 
     A batch is pipelined: every message is published, then the confirms are awaited
-    together. With neither `queue` nor `exchange`, each message goes to the queue its
-    ``reply_to`` metadata names (the output of a responder route).
+    together. With confirms, sends go through a `DirectPublisher` (a connection of the
+    output's own, written and read by the sending thread); declarations, `request` and
+    `delayed_ack` sends use the (shared) pika connection. With neither `queue` nor
+    `exchange`, each message goes to the queue its ``reply_to`` metadata names (the output
+    of a responder route).
     """
 
     def __init__(self, options: AmqpOptions, context: BuildContext) -> None:
@@ -50,6 +60,7 @@ class AmqpOutput(OutputEndpoint):
         self._delivery_mode = 1 if options.no_persistence else 2
         self._replies: dict[str, concurrent.futures.Future[Message]] = {}
         self._reply_consumer: Channel | None = None
+        self._direct: DirectPublisher | None = None  # with confirms, once connected
 
     def connect(self) -> None:
         with self._lock:
@@ -58,6 +69,14 @@ class AmqpOutput(OutputEndpoint):
             if self._lease is None:
                 self._lease = acquire(self._options, self._context)
             self._open_channel()
+            if self._direct is None and not self._options.delayed_ack:
+                self._direct = DirectPublisher(
+                    connection_parameters(self._options), self.describe(), self._exchange,
+                    self._routing_key, self._mandatory, self._delivery_mode,
+                )  # fmt: skip
+            direct = self._direct
+        if direct is not None:
+            direct.open()
 
     def _open_channel(self) -> Channel:
         """The channel, (re)opened with confirms and declarations when needed. Lock held."""
@@ -92,11 +111,15 @@ class AmqpOutput(OutputEndpoint):
         if not messages:
             self._ready()
             return
-        pending = self._publish(messages)
-        self._settle(pending)
+        direct = self._direct
+        if direct is None:
+            self._settle(self._publish(messages))
+            return
+        self._ready()  # the declarations, made again after a loss
+        _raise_failures(direct.send(messages, CONFIRM_TIMEOUT), len(messages))
 
     def send_one(self, message: Message) -> None:
-        self._settle(self._publish((message,)))
+        self.send((message,))
 
     def _publish(self, messages: Sequence[Message], reply_to: str | None = None) -> Pending:
         from pika import BasicProperties
@@ -135,11 +158,7 @@ class AmqpOutput(OutputEndpoint):
             raise EndpointUnavailableError(
                 f"{self.describe()}: no publisher confirm within {CONFIRM_TIMEOUT:g} s"
             )
-        failures = pending.failures
-        if failures:
-            if len(failures) == pending.size:
-                raise next(iter(failures.values()))
-            raise SendError(failures)
+        _raise_failures(pending.failures, pending.size)
 
     def _ready(self) -> Channel:
         with self._lock:
@@ -191,6 +210,9 @@ class AmqpOutput(OutputEndpoint):
         channel = self._channel
         healthy = not self._closed and channel is not None and channel.is_open
         error = None if healthy else (str(channel.error) if channel and channel.error else None)
+        direct = self._direct
+        if healthy and direct is not None and direct.error is not None:
+            healthy, error = False, str(direct.error)
         details = {
             "exchange": self._exchange,
             "queue": self._routing_key or None,
@@ -209,7 +231,18 @@ class AmqpOutput(OutputEndpoint):
             self._closed = True
             channel, self._channel = self._channel, None
             lease, self._lease = self._lease, None
+        if self._direct is not None:
+            self._direct.close()
         if channel is not None:
             channel.close()
         if lease is not None:
             lease.release()
+
+
+def _raise_failures(failures: dict[int, BaseException], size: int) -> None:
+    """Raise for a send with `failures` among its `size` messages: the error itself when
+    all failed, else a `SendError` naming the failed ones."""
+    if failures:
+        if len(failures) == size:
+            raise next(iter(failures.values()))
+        raise SendError(failures)

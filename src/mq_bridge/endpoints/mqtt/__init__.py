@@ -1,13 +1,15 @@
-"""mqtt: MQTT 5 and 3.1.1 topics (paho-mqtt 2, its network loop on a thread of its own).
+"""mqtt: MQTT 5 and 3.1.1 topics (input: paho-mqtt 2; output: a synchronous client of ours).
 
-`options` declares the options, `client` wraps the paho client, `input` and `output` are
-the endpoints, `codec` the wire format (mq-bridge's), `replies` v5 request/reply.
+`options` declares the options, `client` wraps the paho client (the input's, and the
+output's for WebSockets and requests), `publisher` is the output's own client (driven by
+the sending thread), `wire` its packets, `input` and `output` the endpoints, `codec` the
+message format (mq-bridge's), `replies` v5 request/reply.
 
 Features
     - Output: publishes at `qos` (default 1). `send` returns once the broker acknowledged
       every message (PUBACK at QoS 1, PUBCOMP at QoS 2; QoS 0: written to the socket); a
-      batch is pipelined (publish all, then wait for all acks) within `max_inflight`.
-      Outputs of a process with the same server settings share one connection.
+      batch is pipelined within `max_inflight` (or the broker's Receive Maximum, if
+      smaller). Outputs of a process with the same server settings share one connection.
     - Input: subscribes `topic` (wildcards allowed) at `qos`; messages are PUBACKed only
       when their batch is acked (paho's ``manual_ack``), or on receipt with `delayed_ack`.
       `nack` hands the batch out again at once, in order (still unacknowledged at the
@@ -26,8 +28,10 @@ Features
     - With ``MQB_SOURCE_METADATA=1`` inputs add ``mqb.src.mqtt_topic``.
     - `status()`: ``pending`` is None (MQTT reports no backlog); ``details`` has the
       buffered and unacknowledged counts.
-    - A lost connection is reconnected by paho's thread with backoff (0.1 s to 5 s);
-      meanwhile sends fail with `EndpointUnavailableError` (retriable) after waiting 5 s.
+    - A lost connection: the input's is reconnected by paho's thread with backoff (0.1 s
+      to 5 s); the output fails the unacknowledged messages with `EndpointUnavailableError`
+      (retriable; `SendError` naming them when part of a batch was acknowledged), and
+      the next send connects again (within 5 s, or the same error).
 
 URL
     tcp://host:1883 (also mqtt://, host:port), mqtts:// / ssl:// for TLS (or a `tls`

@@ -1,4 +1,5 @@
-"""One paho-mqtt client and its network thread, as the `mqtt` input and output use it.
+"""One paho-mqtt client and its network thread, as the `mqtt` input uses it (and the output
+for WebSocket URLs and for requests; otherwise it publishes with `publisher`).
 
 paho runs its network loop on a thread of its own (``loop_start``): it reads and writes the
 socket, answers keep-alives, and reconnects with backoff (0.1 s doubling to 5 s) after the
