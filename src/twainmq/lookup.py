@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import struct
 from bisect import bisect_right
 from pathlib import Path
 
@@ -13,6 +14,8 @@ Head = tuple[int, int, int]
 """(active segment base, committed end position, next offset)."""
 Location = tuple[int, int, int]
 """(segment base, byte position, offset of the record there)."""
+SKIP_CHUNK = 64 * 1024
+_LENGTH = struct.Struct("<I")
 
 
 def log_start(directory: Path, head: Head) -> int:
@@ -25,36 +28,42 @@ def locate(directory: Path, offset: int, head: Head) -> Location:
     """Return where the record ``offset`` starts (or where it will be written).
 
     Offsets below the oldest kept offset are moved up to it; ``offset`` must not exceed the
-    partition's end offset ``head[2]``.
+    partition's end offset (as read at any time before). So every record before ``offset``
+    is committed, and its position is found by counting records from the nearest index
+    entry. Only the head's segment base is used: its committed end and next offset are not
+    one moment's pair (``PartitionLog.head``), and taking ``(end, next offset)`` as
+    ``(position, offset)`` put a reader at the wrong record, or past the data of a new
+    segment for good.
     """
-    active_base, committed_end, end_offset = head
-    if offset >= end_offset:
-        return active_base, committed_end, end_offset
+    active_base = head[0]
+    # A roll creates the next segment before the head names it: not yet readable.
     bases = [b for b in list_segments(directory) if b <= active_base] or [active_base]
     if offset <= bases[0]:
         return bases[0], 0, bases[0]
     base = bases[bisect_right(bases, offset) - 1]
     entry = nearest_entry(read_index(index_path(directory, base)), offset - base)
     relative, position = (entry[0], entry[1]) if entry else (0, 0)
-    limit = committed_end if base == active_base else None
-    return (
-        base,
-        skip_records(segment_path(directory, base), position, offset - base - relative, limit),
-        offset,
-    )
+    path = segment_path(directory, base)
+    return base, skip_records(path, position, offset - base - relative), offset
 
 
-def skip_records(path: Path, position: int, count: int, limit: int | None) -> int:
-    """Return the position ``count`` records after ``position`` in segment ``path``."""
+def skip_records(path: Path, position: int, count: int) -> int:
+    """Return the position ``count`` records after ``position`` in segment ``path``.
+
+    The records skipped must be committed (their lengths are trusted); stops early at end of
+    file. Reads ``SKIP_CHUNK`` bytes at a time, not a header per record.
+    """
     with open(path, "rb") as handle:
         fd = handle.fileno()
-        for _ in range(count):
-            if limit is not None and position >= limit:
-                break
-            header = os.pread(fd, HEADER_SIZE, position)
-            if len(header) < HEADER_SIZE:
-                break
-            position += 4 + HEADER.unpack(header)[0]
+        chunk, chunk_at = b"", position
+        while count > 0:
+            at = position - chunk_at
+            if at + HEADER_SIZE > len(chunk):
+                chunk, chunk_at, at = os.pread(fd, SKIP_CHUNK, position), position, 0
+                if len(chunk) < HEADER_SIZE:
+                    break
+            position += 4 + _LENGTH.unpack_from(chunk, at)[0]
+            count -= 1
     return position
 
 

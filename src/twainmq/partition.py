@@ -34,7 +34,7 @@ from pathlib import Path
 
 from .atomic_files import fsync_directory
 from .config import TopicConfig
-from .encoding import HEAD, HEAD_MAGIC, INDEX_ENTRY
+from .encoding import HEAD_MAGIC, INDEX_ENTRY
 from .errors import PartitionLockedError
 from .idle_release import RELEASER
 from .recovery import recover_partition
@@ -43,6 +43,10 @@ from .segments import index_path, segment_path
 
 HEAD_FIELDS = struct.Struct("<qqqqq")  # segment_base, end, next_offset, index_bytes, next_index
 END_AND_NEXT = struct.Struct("<qq")
+# Lock-free readers (head()) rely on the order of the head's stores: see head() and _publish.
+_BASE = struct.Struct("<q")
+_BASE_END_NEXT = struct.Struct("<qqq")
+_AFTER_BASE = struct.Struct("<qqqq")  # end, next_offset, index_bytes, next_index
 _FIELDS_AT = len(HEAD_MAGIC)
 _END_AT = _FIELDS_AT + 8
 FSYNC_MODES = ("never", "batch", "always")
@@ -202,8 +206,24 @@ class PartitionLog:
     def recover(self) -> None:
         """Cut back a torn tail, rebuild missing indexes, refresh the head. Hold the lock."""
         head = recover_partition(self.directory, self.config, self.read_head_if_valid())
-        self._head[: HEAD.size] = HEAD.pack(HEAD_MAGIC, *head)
+        self._publish(*head)
+        self._head[:_FIELDS_AT] = HEAD_MAGIC
         apply_retention(self.directory, self.config, head[0])
+
+    def _publish(
+        self, base: int, end: int, next_offset: int, index_bytes: int, next_index: int
+    ) -> None:
+        """Store a whole new head (a roll, a recovery); hold the lock.
+
+        The segment base is stored last. Readers take no lock and a writer's stores land one
+        8-byte word at a time, visible in program order; a reader can look between any two
+        (for as long as the writer is descheduled there). With the base last, a reader that
+        sees the new base also sees the new end, and one that sees the old base with the new
+        end (0 after a roll) only finds no new data for a moment. The other order let it pair
+        the new segment with the old segment's end, and read the new segment from there.
+        """
+        _AFTER_BASE.pack_into(self._head, _END_AT, end, next_offset, index_bytes, next_index)
+        _BASE.pack_into(self._head, _FIELDS_AT, base)
 
     def read_head_if_valid(self) -> tuple[int, int, int, int, int] | None:
         """Return the head fields, or None if the head was never written."""
@@ -212,9 +232,22 @@ class PartitionLog:
         return HEAD_FIELDS.unpack_from(self._head, _FIELDS_AT)
 
     def head(self) -> tuple[int, int, int]:
-        """Return (active segment base, committed end position, next offset), lock-free."""
-        base, end, next_offset, _, _ = HEAD_FIELDS.unpack_from(self._head, _FIELDS_AT)
-        return base, end, next_offset
+        """Return (active segment base, committed end position, next offset), lock-free.
+
+        Writers store these fields one after the other, so what a reader gets is not one
+        moment's head. Base and end do belong together: the base is read again after the
+        end, and a roll stores the new end (0) before the new base (``_publish``), so an end
+        read between two equal bases is an end of that segment (possibly an older one: a
+        bound, never past committed data). The next offset is NOT paired with the end: an
+        append stores the end, then the next offset, and a reader can see one and not the
+        other. Use it as a bound on offsets only; find positions by counting records
+        (``lookup.locate``).
+        """
+        mapping = self._head
+        while True:
+            base, end, next_offset = _BASE_END_NEXT.unpack_from(mapping, _FIELDS_AT)
+            if _BASE.unpack_from(mapping, _FIELDS_AT)[0] == base:
+                return base, end, next_offset
 
     def end_offset(self) -> int:
         """Return the offset the next record will get (lock-free)."""
@@ -317,7 +350,7 @@ class PartitionLog:
         os.ftruncate(self._index_fd, 0)
         if sync:
             fsync_directory(self.directory)
-        HEAD_FIELDS.pack_into(self._head, _FIELDS_AT, next_offset, 0, next_offset, 0, 0)
+        self._publish(next_offset, 0, next_offset, 0, 0)
         apply_retention(self.directory, self.config, next_offset)
         return next_offset, 0, 0, 0
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from mq_bridge.endpoints.kit.source_metadata import SOURCE_PREFIX
 from mq_bridge.endpoints.kit.wire import MESSAGE_ID_HEADER, headers_for, message_from_wire
+from mq_bridge.endpoints.mqtt.wire import variable_length
 from mq_bridge.message import Message, dump_json, normalize_message_id
 
 __all__ = [
@@ -80,7 +81,7 @@ def pack_properties(
     for key, value in properties:
         parts.append(b"\x26" + _string(key.encode("utf-8")) + _string(value.encode("utf-8")))
     body = b"".join(parts)
-    return _variable_length(len(body)) + body
+    return variable_length(len(body)) + body
 
 
 class PackedProperties:
@@ -105,16 +106,6 @@ def _string(data: bytes) -> bytes:
     if len(data) > 0xFFFF:
         raise ValueError(f"an MQTT property value is at most 65535 bytes, not {len(data)}")
     return len(data).to_bytes(2, "big") + data
-
-
-def _variable_length(value: int) -> bytes:
-    """MQTT's variable byte integer: 7 bits a byte, low first, high bit = more follows."""
-    out = bytearray()
-    while True:
-        value, digit = divmod(value, 128)
-        out.append(digit | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
 
 
 def decode_v5(
