@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from mq_bridge.middleware.metrics import delivery_outcomes, metrics_snapshot
 
-__all__ = ["Counts", "ProgressReporter", "RouteCounter", "with_metrics_first"]
+__all__ = ["Activity", "Counts", "ProgressReporter", "RouteCounter", "with_metrics_first"]
 
 
 def with_metrics_first(route_config: dict[str, Any]) -> dict[str, Any]:
@@ -67,20 +67,47 @@ class Counts:
         )
 
 
+@dataclass(frozen=True)
+class Activity:
+    """Messages an input handed out (received) and those settled (acked or nacked): while
+    `received` is ahead, a batch is in flight (being handled or sent), so the route is busy
+    even when nothing changes for a while."""
+
+    received: int
+    settled: int
+
+    @property
+    def in_flight(self) -> bool:
+        return self.received > self.settled
+
+
 @dataclass
 class RouteCounter:
     """A route's `Counts` since this counter was made, from the metrics registry."""
 
     name: str
     baseline: Counts = field(default_factory=Counts)
+    baseline_activity: Activity = field(default_factory=lambda: Activity(0, 0))
 
     def __post_init__(self) -> None:
         # The registry is process-wide: a route name used before in this process keeps counts.
         self.baseline = self._totals()
+        self.baseline_activity = self._activity()
 
     def counts(self) -> Counts:
         """The counts since this counter was made."""
         return self._totals() - self.baseline
+
+    def activity(self) -> Activity:
+        """Messages the route's input handed out and settled since this counter was made."""
+        now, base = self._activity(), self.baseline_activity
+        return Activity(now.received - base.received, now.settled - base.settled)
+
+    def _activity(self) -> Activity:
+        series = metrics_snapshot().get(self.name, {}).get("input", {}).values()
+        received = sum(int(figures.get("messages", 0)) for figures in series)
+        settled = sum(int(figures.get(k, 0)) for figures in series for k in ("acked", "nacked"))
+        return Activity(received, settled)
 
     def _totals(self) -> Counts:
         series = metrics_snapshot().get(self.name, {}).get("input", {})
@@ -138,6 +165,11 @@ class ProgressReporter:
         if total != self._last_total:
             self._last_total, self.last_activity = total, time.monotonic()
         return total
+
+    def activity(self) -> list[Activity]:
+        """Each route's `Activity`: `--stop-when-idle` waits for it to stop changing with
+        nothing in flight."""
+        return [counter.activity() for counter in self.counters]
 
     def dropped(self) -> dict[str, int]:
         """Route name -> messages it dropped so far, for the routes that dropped any."""

@@ -5,10 +5,10 @@
     mq-bridge run bridge.yaml --handler handlers.py:KINDS --stop-when-idle 2
 
 It runs until every input is exhausted (bounded inputs such as a file in consume
-mode), until --stop-when-idle seconds pass without a new message, or until SIGINT /
-SIGTERM (which finish and acknowledge what is in flight). Progress (totals and
-messages/s per route) goes to stderr; a summary to stdout at the end. A route with no
---handler forwards its messages unchanged, and says so first.
+mode), until --stop-when-idle seconds pass without a new message and with no batch in
+flight, or until SIGINT / SIGTERM (which finish and acknowledge what is in flight).
+Progress (totals and messages/s per route) goes to stderr; a summary to stdout at the
+end. A route with no --handler forwards its messages unchanged, and says so first.
 
 A message whose handler or output fails for good (not retriable) is acknowledged and
 dropped (logged, and counted in the summary), unless a dlq middleware on the output
@@ -61,7 +61,8 @@ def add_parsers(subparsers: Any) -> None:
     )  # fmt: skip
     run.add_argument(
         "--stop-when-idle", type=_seconds, metavar="SECONDS",
-        help="stop cleanly once no route got a new message for this long",
+        help="stop cleanly once no route got a new message for this long (a batch still "
+        "being handled or sent keeps its route busy)",
     )  # fmt: skip
     add_output_options(run, quiet_help="print nothing but errors (the exit status still tells)")
     run.set_defaults(run=run_routes)

@@ -62,7 +62,7 @@ def _watch(
     stop_when_idle: float | None,
     finished: Callable[[], bool] | None,
 ) -> str:
-    last_done, last_change = reporter.total_done(), time.monotonic()
+    last_activity, last_change = reporter.activity(), time.monotonic()
     while not stopping.wait(_WATCH_SECONDS):
         reporter.tick()
         ended = [name for name, route in routes.items() if not route.running]
@@ -71,9 +71,13 @@ def _watch(
             return "every input is exhausted"
         if finished is not None and finished():
             return "done"
-        done = reporter.total_done()
-        if done != last_done:
-            last_done, last_change = done, time.monotonic()
+        reporter.total_done()  # notes the time of the last message done, for the summary
+        # Idle: no message received or settled, and none in flight. A batch that takes
+        # longer than `stop_when_idle` to handle (a slow handler, a loaded machine) keeps
+        # the route busy: it is not the end of the stream.
+        activity = reporter.activity()
+        if activity != last_activity or any(route.in_flight for route in activity):
+            last_activity, last_change = activity, time.monotonic()
         elif stop_when_idle is not None and time.monotonic() - last_change >= stop_when_idle:
             return f"no new message for {stop_when_idle:g} s"
     return "stopped by a signal"

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from twainmq.groups.commits import adopt_commit, commit_fenced, read_commits
 from twainmq.groups.coordinator import MembershipChange, find_departed, rebalance
 from twainmq.groups.layout import GroupPaths
+from twainmq.groups.locking import exclusive_lock
 from twainmq.groups.membership import MemberFile, new_member_id
 from twainmq.groups.ownership import PartitionLocks
 from twainmq.groups.state import GroupState, load_state
@@ -136,6 +137,13 @@ class GroupMember:
         if self.expelled and not self.owned():
             self._rejoin()
         taken = [p for p in self.pending() if self._locks.try_acquire(p, self.state.epoch(p))]
+        if taken and not _no_rebalance_in_progress(self.paths):
+            # A rebalance may have read these locks before they named us (just locked, still
+            # empty or naming their previous holder) and be fencing them as a departed
+            # member's: its new epochs are not saved yet, so the reload below could not see
+            # them. Let go and retry at the next check (never wait: poll() must not stall).
+            self.release(taken)
+            return []
         if taken and self._reload_if_changed():
             # The group moved on while we were locking: keep only what is still ours.
             stale = set(self.revocations()) & set(taken)
@@ -198,6 +206,18 @@ class GroupMember:
 
 
 _LEAVE_WAIT = 1.0
+
+
+def _no_rebalance_in_progress(paths: GroupPaths) -> bool:
+    """True if the group lock is free right now (one try, no wait).
+
+    Called after labelling newly taken partition locks: every rebalance that read those
+    locks before they were labelled held the group lock from that read until its new state
+    was saved, so once the lock is free the next reload sees whatever it decided, and every
+    later rebalance reads our name.
+    """
+    with exclusive_lock(paths.lock, 0) as free:
+        return free
 
 
 def _stamp_of(stat: os.stat_result) -> tuple[int, int, int]:

@@ -181,6 +181,34 @@ def test_stop_when_idle_ends_a_route_on_a_stream(
     assert sorted(v["a"] for v in read_json_lines(workdir / "from_stream.jsonl")) == [1, 2]
 
 
+def test_stop_when_idle_waits_for_a_batch_slower_than_the_idle_time(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each batch takes 0.6 s to handle, twice the idle time: a busy route is not idle (on a
+    # loaded machine an ordinary batch can take that long; the rerun of
+    # test_run_signals.py stopped there with most of the stream unread).
+    (workdir / "batches.yaml").write_text(
+        textwrap.dedent(f"""\
+            routes:
+              slow:
+                batch_size: 3
+                input: {{twain: {{root: {workdir}/store, topic: t, create: {{partitions: 1}}}}}}
+                output: {{file: {{path: {workdir}/handled.jsonl, format: raw}}}}
+        """)
+    )
+    (workdir / "slow.py").write_text("import time\ndef f(m):\n    time.sleep(0.2)\n    return m\n")
+    values = [f'{{"n": {n}}}' for n in range(9)]
+    code, _, err = cli(capsys, "send", "batches.yaml", "--route", "slow", "--json", *values)
+    assert code == 0, err
+    code, out, err = cli(
+        capsys, "run", "batches.yaml", "--handler", "slow.py:f", "--stop-when-idle", "0.3"
+    )
+    assert code == 0, err
+    assert "stopped: no new message for 0.3 s" in err
+    assert "route slow: 9 messages" in out
+    assert [v["n"] for v in read_json_lines(workdir / "handled.jsonl")] == list(range(9))
+
+
 def test_progress_lines_show_totals_and_rates(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

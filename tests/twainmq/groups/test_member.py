@@ -17,8 +17,11 @@ from twainmq.groups import (
     GroupPaths,
     GroupSettings,
     InvalidGroupNameError,
+    coordinator,
+    ownership,
 )
-from twainmq.groups.state import load_state
+from twainmq.groups.coordinator import MembershipChange, rebalance
+from twainmq.groups.state import GroupState, load_state
 
 FAST = GroupSettings(session_timeout=10.0)
 MEMBER_SCRIPT = Path(__file__).with_name("member_process.py")
@@ -168,6 +171,70 @@ def test_a_killed_member_is_detected_and_its_partitions_move(tmp_path):
         child.kill()
         child.wait()
     survivor.leave()
+
+
+def test_a_partition_fenced_while_being_taken_is_not_reported_taken(tmp_path, monkeypatch):
+    """A rebalance that reads a partition lock just taken, before it names its new holder,
+    sees the previous holder's name (here a killed member's) and fences the partition: it
+    moves it to a new epoch and unlinks the lock. The taker must not report that partition
+    as taken: its lock is worthless, and the next generation can hand the partition to
+    someone else before the taker looks again (two live owners: the threads stress test
+    above, on a loaded machine)."""
+    paths = GroupPaths.of(tmp_path, "events", "workers")
+    child = subprocess.Popen(
+        [sys.executable, str(MEMBER_SCRIPT), str(tmp_path), "events", "workers", "4"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        for line in child.stdout:  # the child alone owns every partition
+            if line.split() == ["owned", "0", "1", "2", "3"]:
+                break
+        taker = join(tmp_path)
+        for line in child.stdout:  # the child lets go of the taker's two partitions
+            if len(line.split()) == 3:
+                break
+        os.kill(child.pid, signal.SIGKILL)  # its released lock files still name it
+        child.wait()
+    finally:
+        child.kill()
+        child.wait()
+
+    fenced, resume = threading.Event(), threading.Event()
+    noticing: list[threading.Thread] = []
+    real_save, real_try_lock = coordinator.save_state, ownership.try_lock
+
+    def save_when_resumed(paths: GroupPaths, state: GroupState) -> None:
+        fenced.set()  # the rebalance has fenced (under the group lock) and is about to save
+        assert resume.wait(10)
+        real_save(paths, state)
+
+    def try_lock_then_rebalance(path: Path, create: bool = True) -> int | None:
+        fd = real_try_lock(path, create)
+        if fd is not None and create and not fenced.is_set():
+            # Locked, not yet labelled: another member notices the killed one right now.
+            noticing.append(
+                threading.Thread(target=rebalance, args=(paths, 4, 10.0, MembershipChange()))
+            )
+            noticing[0].start()
+            assert fenced.wait(10)
+        return fd
+
+    monkeypatch.setattr(coordinator, "save_state", save_when_resumed)
+    monkeypatch.setattr(ownership, "try_lock", try_lock_then_rebalance)
+    taken = taker.acquire_pending()
+    resume.set()
+    for thread in noticing:
+        thread.join(10)
+    monkeypatch.undo()
+    assert fenced.is_set(), "the rebalance never ran: the test proved nothing"
+    state = load_state(paths)
+    held = taker.owned()
+    assert [p for p in taken if held.get(p) != state.epoch(p)] == [], (taken, held, state.epochs)
+    settle(taker)  # it takes them in the new epoch at its next check
+    assert sorted(taker.owned()) == [0, 1, 2, 3]
+    taker.leave()
 
 
 def test_a_hung_member_is_expelled_after_the_session_timeout_and_fenced(tmp_path):
