@@ -14,13 +14,16 @@ from twainmq.encoding import (
     TAG_DATACLASS,
     TAG_TEXT,
     CorruptRecord,
-    RecordFramer,
     decode_messages,
     encode_record,
+    frame,
+    frame_text,
     frame_with_prefix,
     read_records,
     record_boundaries,
+    record_prefix,
     record_size,
+    text_head,
 )
 
 records = st.lists(
@@ -56,12 +59,12 @@ def test_records_round_trip(items: list[tuple[int, int, bytes, bytes]]) -> None:
 def test_every_framing_path_builds_the_same_records(
     timestamp_us: int, tag: int, key: bytes, payloads: list[bytes]
 ) -> None:
-    framer = RecordFramer(key)
-    one_by_one = [framer.frame(timestamp_us, tag, payload) for payload in payloads]
-    prefix = framer.prefix(timestamp_us, tag)  # a batch: one prefix for every record
+    one_by_one = [frame(key, timestamp_us, tag, payload) for payload in payloads]
+    prefix = record_prefix(key, timestamp_us, tag)  # a batch: one prefix for every record
     assert [frame_with_prefix(prefix, payload) for payload in payloads] == one_by_one
     if tag == TAG_TEXT:
-        assert [framer.frame_text(timestamp_us, payload) for payload in payloads] == one_by_one
+        head = text_head(key)
+        assert [frame_text(head, timestamp_us, payload) for payload in payloads] == one_by_one
     buf = b"".join(one_by_one)
     decoded, stop = read_records(buf, 0, len(buf))
     assert decoded == [(timestamp_us, tag, key, payload) for payload in payloads]

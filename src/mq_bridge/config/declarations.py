@@ -35,6 +35,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 from mq_bridge.errors import ConfigError
 
 __all__ = [
+    "MAX_INT64",
+    "MAX_MILLISECONDS",
+    "MAX_SECONDS",
     "EndpointRef",
     "OptionError",
     "Options",
@@ -47,6 +50,17 @@ __all__ = [
 
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
 _ENDPOINT_MARKER = "x-endpoint-ref"
+
+#: The upper bound of every duration option in milliseconds (``*_ms``): 2**31 - 1, about
+#: 24.8 days. The runtime hands these to ``threading`` waits and ``time.sleep``, which raise
+#: `OverflowError` past ``threading.TIMEOUT_MAX`` (about 49.7 days on Windows), so a larger
+#: value would pass validation and then fail the running route.
+MAX_MILLISECONDS = 2**31 - 1
+#: The upper bound of a span in seconds that the runtime adds to ``time.time()``: 2**31 - 1
+#: (about 68 years); an integer beyond a float's range raises `OverflowError` there.
+MAX_SECONDS = 2**31 - 1
+#: The largest count or size a server keeps as a signed 64-bit integer (Redis, NATS).
+MAX_INT64 = 2**63 - 1
 
 
 class Options(BaseModel):

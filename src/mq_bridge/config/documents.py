@@ -11,6 +11,11 @@ A document is one of:
 Files and strings may be YAML or JSON; which one is decided by the content, not the
 file name. YAML's ``null:`` key (which parses as None) is read as the string ``"null"``,
 so ``output: {null: {}}`` means the null endpoint in YAML as in JSON.
+
+Every source is held to the limits of `bounds` (nesting depth, values with YAML aliases
+expanded, file size) before anything walks it, so a hostile or runaway document is refused
+with a `ConfigError` naming the problem (and the file) instead of exhausting memory or
+raising `RecursionError`.
 """
 
 from __future__ import annotations
@@ -21,6 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from mq_bridge.config.bounds import (
+    MAX_FILE_BYTES,
+    LimitExceeded,
+    check_json_depth,
+    check_tree,
+    load_yaml,
+)
 from mq_bridge.config.problems import did_you_mean
 from mq_bridge.errors import ConfigError
 
@@ -63,7 +75,7 @@ def read_source(source: Source) -> Document:
             raise ConfigError(f"a config string must be str, got {type(value).__name__}")
         return Document(_as_mapping(_parse(value, ""), ""))
     if kind == "config":
-        return Document(_as_mapping(_plain(value), ""))
+        return Document(_as_mapping(value, ""))
     raise ConfigError(f"unknown config source kind {kind!r}; expected 'file', 'str' or 'config'")
 
 
@@ -121,7 +133,14 @@ def _near_section_name(content: Mapping[str, Any]) -> bool:
 
 def _read_file(path: Any) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8")
+        with Path(path).open("rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise ConfigError(
+                f"{path}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB (the limit for a"
+                " config file)"
+            )
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except IsADirectoryError:
@@ -134,17 +153,20 @@ def _read_file(path: Any) -> str:
 
 def _parse(text: str, origin: str) -> Any:
     where = f"{origin}: " if origin else ""
-    if text.lstrip().startswith(("{", "[")):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as json_error:
-            if _yaml_or_none(text) is None:
-                raise ConfigError(
-                    f"{where}invalid JSON at line {json_error.lineno}, "
-                    f"column {json_error.colno}: {json_error.msg}"
-                ) from None
     try:
-        return _yaml().safe_load(text)
+        if text.lstrip().startswith(("{", "[")):
+            check_json_depth(text)
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError as json_error:
+                if _yaml_or_none(text) is None:
+                    raise ConfigError(
+                        f"{where}invalid JSON at line {json_error.lineno}, "
+                        f"column {json_error.colno}: {json_error.msg}"
+                    ) from None
+        return load_yaml(text)
+    except LimitExceeded as error:
+        raise ConfigError(f"{where}config refused{error.where()}: {error}") from None
     except _yaml().YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -154,17 +176,21 @@ def _parse(text: str, origin: str) -> Any:
 
 def _yaml_or_none(text: str) -> Any:
     try:
-        return _yaml().safe_load(text)
+        return load_yaml(text)
     except _yaml().YAMLError:
         return None
 
 
 def _as_mapping(content: Any, origin: str) -> dict[str, Any]:
     where = f"{origin}: " if origin else ""
-    if content is None or content == {}:
+    if content is None or (isinstance(content, Mapping) and not content):
         raise ConfigError(f"{where}the config is empty")
-    if not isinstance(content, dict):
+    if not isinstance(content, Mapping):
         raise ConfigError(f"{where}a config must be a mapping, got {type(content).__name__}")
+    try:
+        check_tree(content)  # before anything recursive walks it
+    except ConfigError as error:
+        raise ConfigError(f"{where}{error}") from None
     plain: dict[str, Any] = _plain(content)
     return plain
 

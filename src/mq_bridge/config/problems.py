@@ -17,7 +17,7 @@ from mq_bridge.config.redaction import is_secret_key, redact_text
 if TYPE_CHECKING:
     from jsonschema.exceptions import ValidationError
 
-__all__ = ["CUSTOM", "did_you_mean", "format_path", "problems_from"]
+__all__ = ["CUSTOM", "did_you_mean", "format_path", "problems_from", "show_value"]
 
 #: `validator` name of errors whose message is already readable (see validation.py).
 CUSTOM = "x-mqb"
@@ -94,7 +94,7 @@ def _plausible_branch(error: ValidationError) -> list[ValidationError]:
 
 
 def _message(error: ValidationError, path: list[Any]) -> str:
-    kind, expected, got = error.validator, _expected(error), _show(error.instance, path)
+    kind, expected, got = error.validator, _expected(error), show_value(error.instance, path)
     if kind == CUSTOM:
         return error.message
     if kind == "type":
@@ -119,7 +119,8 @@ def _other(error: ValidationError, got: str) -> str:
     if kind == "maxLength":
         return f"must be at most {expected} characters long"
     if kind == "pattern":
-        return f"must match the pattern {expected!r}, got {got}"
+        said = _schema(error).get("patternErrorMessage")  # as editors show it
+        return f"{said}, got {got}" if said else f"must match the pattern {expected!r}, got {got}"
     if kind == "minItems":
         return f"needs at least {expected} item(s)"
     if kind == "maxItems":
@@ -140,7 +141,7 @@ def _alternatives(error: ValidationError, path: list[Any]) -> str:
         return f"needs one of {', '.join(map(repr, names))}"
     if all(sub.validator == "type" for sub in error.context or []):
         types = [t for sub in error.context or [] for t in _as_list(_expected(sub))]
-        return f"must be {_expected_types(types)}, got {_show(error.instance, path)}"
+        return f"must be {_expected_types(types)}, got {show_value(error.instance, path)}"
     inner = min(error.context or [], key=lambda sub: -len(sub.absolute_path), default=None)
     if inner is None:
         return "does not match any of the allowed forms"
@@ -188,7 +189,7 @@ def _schema(error: ValidationError) -> Any:
     return error.schema
 
 
-def _show(value: Any, path: list[Any]) -> str:
+def show_value(value: Any, path: list[Any]) -> str:
     """A short repr of a bad value, hidden when it sits under a secret key."""
     if any(is_secret_key(part) for part in path):
         return "<hidden>"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from mq_bridge.config.declarations import Options
+from mq_bridge.config.declarations import MAX_MILLISECONDS, Options
 
 __all__ = ["RouteOptions"]
 
@@ -31,13 +31,22 @@ class RouteOptions(Options):
         "stops reading until one finishes.",
     )
     startup_timeout_ms: int = Field(
-        5000, ge=0, description="How long start() waits for the endpoints to connect."
+        5000,
+        ge=0,
+        le=MAX_MILLISECONDS,
+        description="How long start() waits for the endpoints to connect.",
     )
     reconnect_interval_ms: int = Field(
-        5000, ge=0, description="Wait before reconnecting after a transient failure."
+        5000,
+        ge=0,
+        le=MAX_MILLISECONDS,
+        description="Wait before reconnecting after a transient failure.",
     )
     empty_batch_delay_ms: int = Field(
-        10, ge=0, description="Pause after an empty receive, against hot polling."
+        10,
+        ge=0,
+        le=MAX_MILLISECONDS,
+        description="Pause after an empty receive, against hot polling.",
     )
     allow_fault_injection: bool = Field(
         False, description="Allow fault-injection middleware such as random_panic."

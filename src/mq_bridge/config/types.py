@@ -211,7 +211,7 @@ class FileConfig(_FileConfigRequired, total=False):
 
 
 class _LimiterMiddlewareRequired(TypedDict):
-    #: The highest rate, in messages per second (> 0).
+    #: The highest rate, in messages per second (a finite number > 0).
     messages_per_second: float
 
 
@@ -309,7 +309,7 @@ class MqttConfig(_MqttConfigRequired, total=False):
     #: (Consumer only) If true, start with a clean session (subscriber mode, ephemeral). Default
     #: false: a persistent session keeps unacknowledged and queued messages across reconnects.
     clean_session: bool
-    #: Keep-alive interval in seconds (20).
+    #: Keep-alive interval in seconds (20; MQTT: 16 bits).
     keep_alive_seconds: Union[int, None]
     #: MQTT protocol version: v5 or v3 (3.1.1).
     protocol: Literal["v5", "V5", "5", "v3", "V3", "3", "3.1.1"]
@@ -607,7 +607,7 @@ class TwainConfigCreate(TypedDict, total=False):
 
     #: Partitions of the new topic.
     partitions: int
-    #: Key type (default u16).
+    #: Key type: u8, u16, u32, u64 or charN with N from 1 to 255 (default u16).
     key_type: Union[str, None]
     #: Largest message accepted.
     max_message_bytes: Union[int, None]
@@ -615,7 +615,7 @@ class TwainConfigCreate(TypedDict, total=False):
     segment_bytes: Union[int, None]
     #: Bytes kept per partition.
     retention_bytes: Union[int, None]
-    #: Age of data kept.
+    #: Age of data kept (a finite number).
     retention_seconds: Union[float, None]
 
 

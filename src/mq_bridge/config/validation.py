@@ -22,7 +22,7 @@ from jsonschema.protocols import Validator
 from pydantic import ValidationError as PydanticValidationError
 
 from mq_bridge.config.declarations import declaration_problems
-from mq_bridge.config.problems import CUSTOM, did_you_mean
+from mq_bridge.config.problems import CUSTOM, did_you_mean, show_value
 from mq_bridge.config.schema import Catalog, Plugin, catalog, config_schema, registry_key
 
 __all__ = [
@@ -79,7 +79,9 @@ def _check_endpoint(
 ) -> Iterator[ValidationError]:
     plugins = catalog()
     if not isinstance(instance, dict):
-        yield _error(f"must be an endpoint such as {{memory: {{...}}}}, got {instance!r}")
+        yield _error(
+            f"must be an endpoint such as {{memory: {{...}}}}, got {show_value(instance, [])}"
+        )
         return
     names = [key for key in instance if key != "middlewares"]
     known = [name for name in names if name in plugins.endpoints]
@@ -100,7 +102,10 @@ def _check_middlewares(
     validator: Validator, plugins: Catalog, role: Role, items: Any
 ) -> Iterator[ValidationError]:
     if not isinstance(items, list):
-        yield _error(f"must be a list such as [{{retry: {{...}}}}], got {items!r}", "middlewares")
+        yield _error(
+            f"must be a list such as [{{retry: {{...}}}}], got {show_value(items, [])}",
+            "middlewares",
+        )
         return
     for index, item in enumerate(items):
         where = ("middlewares", index)

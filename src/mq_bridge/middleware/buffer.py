@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from mq_bridge.config.declarations import Options
+from mq_bridge.config.declarations import MAX_MILLISECONDS, Options
 from mq_bridge.endpoints.base import BuildContext, OutputEndpoint
 from mq_bridge.errors import SendError
 from mq_bridge.message import Message
@@ -40,7 +40,9 @@ class BufferOptions(Options):
 
     max_messages: int = Field(ge=1, description="Send as soon as this many messages are waiting.")
     max_delay_ms: int = Field(
-        ge=0, description="The longest a message waits for others, in milliseconds."
+        ge=0,
+        le=MAX_MILLISECONDS,
+        description="The longest a message waits for others, in milliseconds.",
     )
 
 

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from pydantic import Field, field_validator
 
-from mq_bridge.config.declarations import Options
+from mq_bridge.config.declarations import MAX_SECONDS, Options
 from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint, OutputEndpoint
 from mq_bridge.errors import SendError
 from mq_bridge.message import Message
@@ -44,7 +44,9 @@ class DeduplicationOptions(Options):
     """Drops messages whose id (or key) was handled within ttl_seconds; the ids are kept in
     an SQLite file and survive restarts."""
 
-    ttl_seconds: int = Field(ge=1, description="How long an id is remembered, in seconds.")
+    ttl_seconds: int = Field(
+        ge=1, le=MAX_SECONDS, description="How long an id is remembered, in seconds."
+    )
     store: str | None = Field(
         None,
         description="Where ids are kept: sqlite:///path, a file path, or memory:// "

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from pydantic import Field
 
-from mq_bridge.config.declarations import Options
+from mq_bridge.config.declarations import MAX_MILLISECONDS, Options
 from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint, OutputEndpoint
 from mq_bridge.message import Message
 from mq_bridge.middleware._sleep import WakeableSleep
@@ -32,7 +32,7 @@ __all__ = ["OPTIONS", "DelayOptions", "wrap_input", "wrap_output"]
 class DelayOptions(Options):
     """Waits delay_ms before each batch is sent (output) or handed out (input)."""
 
-    delay_ms: int = Field(ge=0, description="The wait, in milliseconds.")
+    delay_ms: int = Field(ge=0, le=MAX_MILLISECONDS, description="The wait, in milliseconds.")
 
 
 OPTIONS = DelayOptions

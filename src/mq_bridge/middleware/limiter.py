@@ -35,7 +35,9 @@ class LimiterOptions(Options):
     batch."""
 
     messages_per_second: float = Field(
-        gt=0, description="The highest rate, in messages per second (> 0)."
+        gt=0,
+        allow_inf_nan=False,
+        description="The highest rate, in messages per second (a finite number > 0).",
     )
 
 

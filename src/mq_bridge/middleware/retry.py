@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import Field, model_validator
 
-from mq_bridge.config.declarations import Options
+from mq_bridge.config.declarations import MAX_MILLISECONDS, Options
 from mq_bridge.endpoints.base import BuildContext, OutputEndpoint
 from mq_bridge.errors import ConfigError, MQBridgeError, SendError, is_retriable
 from mq_bridge.message import Message
@@ -45,18 +45,28 @@ class RetryOptions(Options):
         3, ge=0, description="Sends in all, the first one included (0 and 1: no retry)."
     )
     initial_interval_ms: int = Field(
-        100, ge=0, description="Wait before the second attempt, in milliseconds."
+        100,
+        ge=0,
+        le=MAX_MILLISECONDS,
+        description="Wait before the second attempt, in milliseconds.",
     )
     max_interval_ms: int = Field(
-        5000, ge=0, description="Longest wait between two attempts, in milliseconds."
+        5000,
+        ge=0,
+        le=MAX_MILLISECONDS,
+        description="Longest wait between two attempts, in milliseconds.",
     )
     multiplier: float = Field(
-        2.0, ge=1, description="Factor by which the wait grows after each attempt."
+        2.0,
+        ge=1,
+        allow_inf_nan=False,
+        description="Factor by which the wait grows after each attempt.",
     )
     jitter: float = Field(
         0.2,
         ge=0,
         le=1,
+        allow_inf_nan=False,
         description="Each wait is shortened by a random fraction up to this (0 to 1).",
     )
 
@@ -103,7 +113,11 @@ class Backoff:
 
     def delay(self, retry_number: int) -> float:
         """Seconds to wait before retry `retry_number` (1 for the second attempt)."""
-        base = min(self.maximum, self.initial * self.multiplier ** (retry_number - 1))
+        try:
+            grown = self.initial * self.multiplier ** (retry_number - 1)
+        except OverflowError:  # past ~1000 retries the float overflows: it is capped anyway
+            grown = self.maximum
+        base = min(self.maximum, grown)
         return base * (1.0 - self.jitter * self._rng.random())
 
 

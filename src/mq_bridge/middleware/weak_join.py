@@ -45,7 +45,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from mq_bridge.config.declarations import Options
+from mq_bridge.config.declarations import MAX_MILLISECONDS, Options
 from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint
 from mq_bridge.message import Message
 from mq_bridge.middleware._join_groups import JoinGroup, JoinRule
@@ -65,7 +65,9 @@ class WeakJoinOptions(Options):
         description="Members (count mode) or distinct branches (branch mode) to wait for.",
     )
     timeout_ms: int = Field(
-        ge=0, description="How long a group may stay open, from its first member."
+        ge=0,
+        le=MAX_MILLISECONDS,
+        description="How long a group may stay open, from its first member.",
     )
     branch_by: str | None = Field(
         None, description="Metadata key naming each member's branch; enables branch mode."

@@ -166,3 +166,85 @@ def test_not_available_yet_is_the_roadmap_minus_the_registry() -> None:
     assert not_available_yet("nats", {"memory"}) is not None
     assert not_available_yet("nats", {"memory", "nats"}) is None  # landed: a real endpoint
     assert not_available_yet("natz", {"memory"}) is None  # not planned: unknown
+
+
+def _laughs(levels: int = 9) -> str:
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 9)}]" for n in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+HOSTILE = {
+    "laughs.yaml": (_laughs(), "YAML aliases expand to more than 100,000 values"),
+    "self.yaml": ("routes: &x {r: {input: *x}}\n", "the alias *x refers to a node that contains"),
+    "deep.yaml": ("input: " + "[" * 20_000 + "]" * 20_000 + "\n", "nested more than 64 levels"),
+    "deep.json": ('{"input": ' + '{"a": ' * 20_000 + "1" + "}" * 20_001, "nested more than 64"),
+    "block.yaml": ("".join("  " * i + f"k{i}:\n" for i in range(3000)), "nested more than 64"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_files_get_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    content, expected = HOSTILE[name]
+    config = tmp_path / name
+    config.write_text(content)
+    for command in ("validate", "run"):
+        code, out, err = cli(capsys, command, str(config))
+        assert (code, out) == (1, ""), command
+        [line] = err.splitlines()
+        assert line.startswith(f"mq-bridge: error: {config}: config refused")
+        assert expected in line
+
+
+def test_a_billion_laughs_is_refused_by_the_console_command(tmp_path: Path) -> None:
+    """The real entry point, in a child whose address space (1 GiB) expansion would burst."""
+    config = tmp_path / "laughs.yaml"
+    config.write_text(_laughs())
+    script = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+        "from mq_bridge.cli import main\n"
+        f"sys.exit(main(['validate', {str(config)!r}]))\n"
+    )
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"mq-bridge: error: {config}: config refused at line 6")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_validate_refuses_what_run_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "limits.yaml"
+    config.write_text(
+        "routes:\n"
+        "  big:\n"
+        "    input: {memory: {topic: in}}\n"
+        f"    output: {{twain: {{root: {tmp_path}, topic: t, create: {{partitions: 70000}}}}}}\n"
+        "  key:\n"
+        "    input: {memory: {topic: in}}\n"
+        f"    output: {{twain: {{root: {tmp_path}, topic: u, create: {{key_type: char999}}}}}}\n"
+        "  nan:\n"
+        "    input: {memory: {topic: in}}\n"
+        f"    output: {{twain: {{root: {tmp_path}, topic: v,"
+        " create: {retention_seconds: .nan}}}\n"
+    )
+    code, out, err = cli(capsys, "validate", str(config))
+    assert (code, out) == (1, "")
+    lines = err.splitlines()
+    assert lines[0] == f"mq-bridge: error: {config}: 3 problems"
+    assert sorted(line.strip().split(": ")[0] for line in lines[1:]) == [
+        "routes.big.output.twain.create.partitions",
+        "routes.key.output.twain.create.key_type",
+        "routes.nan.output.twain.create.retention_seconds",
+    ]
+    assert "Traceback" not in err
+    assert not (tmp_path / "t.twc").exists()

@@ -129,3 +129,11 @@ def test_the_routes_stop_event_ends_a_backoff_and_hands_messages_back_retriable(
     sender.join(timeout=60)
     assert not sender.is_alive()
     assert outcome[0].retriable and output.calls == 1
+
+
+def test_the_backoff_stays_capped_after_thousands_of_retries():
+    from mq_bridge.middleware.retry import Backoff
+
+    backoff = Backoff(initial=0.1, maximum=5.0, multiplier=2.0, jitter=0.0)
+    assert backoff.delay(1) == 0.1
+    assert backoff.delay(5000) == 5.0  # 2.0 ** 4999 overflows a float: still the cap

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from mq_bridge.config.declarations import OptionError, Options
+from mq_bridge.config.declarations import MAX_MILLISECONDS, OptionError, Options
 from mq_bridge.endpoints.file.codec import format_name
 
 __all__ = ["FileOptions", "parse_delimiter"]
@@ -48,10 +48,13 @@ class FileOptions(Options):
     fsync: Literal["off", "batch", "periodic", "always"] = Field(
         "off", description="Output: when written data is forced to disk."
     )
-    fsync_interval_ms: int = Field(1000, ge=0, description="Output: the period of `periodic`.")
+    fsync_interval_ms: int = Field(
+        1000, ge=0, le=MAX_MILLISECONDS, description="Output: the period of `periodic`."
+    )
     linger_ms: int = Field(
         0,
         ge=0,
+        le=MAX_MILLISECONDS,
         description="Output: opt-in write-behind: how long single sends may wait in a buffer "
         "before they are written (0: each is written before send returns).",
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from mq_bridge.config.declarations import OptionError, Options
+from mq_bridge.config.declarations import MAX_MILLISECONDS, OptionError, Options
 
 __all__ = ["MemoryOptions"]
 
@@ -22,7 +22,7 @@ class MemoryOptions(Options):
     )
     request_reply: bool = Field(False, description="Output: wait for a reply to each message.")
     request_timeout_ms: int = Field(
-        30_000, ge=0, description="Output: how long to wait for a reply."
+        30_000, ge=0, le=MAX_MILLISECONDS, description="Output: how long to wait for a reply."
     )
     subscribe_mode: bool = Field(
         False, description="Input: a broadcast subscriber instead of a queue reader."
@@ -31,7 +31,10 @@ class MemoryOptions(Options):
         False, description="Accepted for compatibility: nack always requeues here."
     )
     send_timeout_ms: int = Field(
-        10_000, ge=0, description="Output: the longest wait for room in a full topic."
+        10_000,
+        ge=0,
+        le=MAX_MILLISECONDS,
+        description="Output: the longest wait for room in a full topic.",
     )
 
     @model_validator(mode="after")

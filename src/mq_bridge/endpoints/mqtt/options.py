@@ -88,7 +88,7 @@ class MqttOptions(Options):
         "messages across reconnects.",
     )
     keep_alive_seconds: int | None = Field(
-        None, ge=0, description="Keep-alive interval in seconds (20)."
+        None, ge=0, le=65535, description="Keep-alive interval in seconds (20; MQTT: 16 bits)."
     )
     protocol: ProtocolName = Field("v5", description="MQTT protocol version: v5 or v3 (3.1.1).")
     session_expiry_interval: int | None = Field(

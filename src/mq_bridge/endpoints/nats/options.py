@@ -13,7 +13,13 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from mq_bridge.config.declarations import OptionError, Options, secret_field
+from mq_bridge.config.declarations import (
+    MAX_INT64,
+    MAX_MILLISECONDS,
+    OptionError,
+    Options,
+    secret_field,
+)
 from mq_bridge.endpoints.kit.tls import TlsOptions
 
 __all__ = ["DeliverPolicy", "NatsOptions", "durable_name", "queue_group", "stream_for_subject"]
@@ -62,6 +68,7 @@ class NatsOptions(Options):
     request_timeout_ms: int | None = Field(
         30_000,
         ge=0,
+        le=MAX_MILLISECONDS,
         description="(Publisher only) Timeout for request-reply operations in milliseconds.",
     )
     delayed_ack: bool = Field(
@@ -90,10 +97,14 @@ class NatsOptions(Options):
     )
     stream_max_messages: int | None = Field(
         1_000_000,
+        ge=-1,
+        le=MAX_INT64,
         description="Maximum number of messages in the stream, if the endpoint creates it.",
     )
     stream_max_bytes: int | None = Field(
         1024 * 1024 * 1024,
+        ge=-1,
+        le=MAX_INT64,
         description="Maximum total bytes in the stream, if the endpoint creates it.",
     )
     deliver_policy: DeliverPolicy | None = Field(

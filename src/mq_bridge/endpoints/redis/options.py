@@ -12,7 +12,13 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
 
-from mq_bridge.config.declarations import OptionError, Options, secret_field
+from mq_bridge.config.declarations import (
+    MAX_INT64,
+    MAX_MILLISECONDS,
+    OptionError,
+    Options,
+    secret_field,
+)
 from mq_bridge.endpoints.kit.tls import TlsOptions
 
 __all__ = ["URL_SCHEMES", "RedisOptions", "RedisStreamsOptions"]
@@ -120,6 +126,7 @@ class RedisStreamsOptions(_RedisServer):
     block_ms: int | None = Field(
         5000,
         ge=0,
+        le=MAX_MILLISECONDS,
         description="(Consumer) Block timeout in milliseconds for each read (bounded by the "
         "receive timeout; 0: never block, poll). Defaults to 5000ms.",
     )
@@ -131,12 +138,14 @@ class RedisStreamsOptions(_RedisServer):
     redelivery_timeout_ms: int | None = Field(
         60_000,
         ge=0,
+        le=MAX_MILLISECONDS,
         description="(Consumer) Redeliver entries pending >= this long via `XAUTOCLAIM`; 0 "
         "disables. Default 60000ms.",
     )
     maxlen: int | None = Field(
         None,
         ge=0,
+        le=MAX_INT64,
         description="(Publisher) If set, cap the stream length with `XADD MAXLEN`.",
     )
     approx_trim: bool | None = Field(

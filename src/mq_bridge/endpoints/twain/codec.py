@@ -41,7 +41,7 @@ from typing import Any
 
 import orjson
 
-from mq_bridge.message import Message
+from mq_bridge.message import Message, fields_of
 
 __all__ = [
     "MAGIC",
@@ -71,11 +71,12 @@ KeyFunction = Callable[[Message], "int | str"]
 
 def encode_envelope(message: Message) -> bytes:
     """The stored record of `message`: the header, its metadata as JSON, then its payload."""
-    value = message.id_int
-    metadata = message.metadata_view
+    metadata, payload, value = fields_of(message)  # one C-level read of the three
+    if value is None:  # a new message: it gets its id as it travels
+        value = message.id_int
     meta = _dumps(metadata) if metadata else b""
     header = _pack_header(MAGIC, value >> 64, value & _LOW64, len(meta))
-    return header + meta + message.payload
+    return header + meta + payload
 
 
 def decode_batch(

@@ -5,33 +5,59 @@ from __future__ import annotations
 import logging
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from mq_bridge.config.declarations import Options
+from mq_bridge.config.declarations import MAX_MILLISECONDS, Options
 from mq_bridge.errors import EndpointError
 from twainmq import TopicExistsError, Twain, TwainMQError
 
-__all__ = ["NAME_PATTERN", "TopicSettings", "TwainOptions", "open_store"]
+__all__ = ["KEY_TYPE_PATTERN", "NAME_PATTERN", "TopicSettings", "TwainOptions", "open_store"]
 
 log = logging.getLogger("mq_bridge.endpoints.twain")
 
 #: Topic and group names, as twainmq accepts them.
 NAME_PATTERN = "^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$"
+#: Key types as `twainmq.keys.parse_key_type` accepts them: u8..u64, or charN with N from 1
+#: to 255 written with at most 3 digits (``char007`` is ``char7``).
+KEY_TYPE_PATTERN = (
+    "^(u8|u16|u32|u64|char(0{0,2}[1-9]|0?[1-9][0-9]|1[0-9][0-9]|2[0-4][0-9]|25[0-5]))$"
+)
+#: ``patternErrorMessage`` is what editors (and `mq-bridge validate`) say instead of the regex.
+KeyType = Annotated[
+    str,
+    Field(
+        pattern=KEY_TYPE_PATTERN,
+        json_schema_extra={
+            "patternErrorMessage": "must be u8, u16, u32, u64 or charN with N from 1 to 255"
+        },
+    ),
+]
 
 
+# The bounds are the engine's (`twainmq.config.TopicConfig.__post_init__`), so a config that
+# validates creates its topic; tests/mq_bridge/config/test_limits.py checks them against it.
 class TopicSettings(Options):
     """Settings of a topic the endpoint creates when it does not exist."""
 
-    partitions: int = Field(1, ge=1, description="Partitions of the new topic.")
-    key_type: str | None = Field(
-        None, pattern="^(u8|u16|u32|u64|char[0-9]{1,3})$", description="Key type (default u16)."
+    partitions: int = Field(1, ge=1, le=1 << 16, description="Partitions of the new topic.")
+    key_type: KeyType | None = Field(
+        None,
+        description="Key type: u8, u16, u32, u64 or charN with N from 1 to 255 (default u16).",
     )
-    max_message_bytes: int | None = Field(None, ge=1, description="Largest message accepted.")
-    segment_bytes: int | None = Field(None, ge=1024, description="Segment size before a roll.")
-    retention_bytes: int | None = Field(None, ge=0, description="Bytes kept per partition.")
-    retention_seconds: float | None = Field(None, ge=0, description="Age of data kept.")
+    max_message_bytes: int | None = Field(
+        None, ge=1, le=1 << 29, description="Largest message accepted."
+    )
+    segment_bytes: int | None = Field(
+        None, ge=1024, le=1 << 31, description="Segment size before a roll."
+    )
+    retention_bytes: int | None = Field(
+        None, ge=0, le=1 << 62, description="Bytes kept per partition."
+    )
+    retention_seconds: float | None = Field(
+        None, ge=0, allow_inf_nan=False, description="Age of data kept (a finite number)."
+    )
 
     def create_arguments(self) -> dict[str, Any]:
         """The settings given, as keyword arguments of `Twain.create_topic`."""
@@ -50,10 +76,16 @@ class TwainOptions(Options):
         "start", description="Input: where a group with no commit starts."
     )
     session_timeout_ms: int = Field(
-        10_000, ge=1, description="Input: a member silent this long is expelled from the group."
+        10_000,
+        ge=1,
+        le=MAX_MILLISECONDS,
+        description="Input: a member silent this long is expelled from the group.",
     )
     commit_interval_ms: int = Field(
-        0, ge=0, description="Input: commit acks at most this often (0: every ack)."
+        0,
+        ge=0,
+        le=MAX_MILLISECONDS,
+        description="Input: commit acks at most this often (0: every ack).",
     )
     create: TopicSettings | None = Field(
         None, description="Create the topic if it does not exist, with these settings."
