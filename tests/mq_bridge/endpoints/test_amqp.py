@@ -346,6 +346,18 @@ def test_receive_honours_interrupt_and_close_is_idempotent(amqp_url: str, queue:
 # --- request/reply --------------------------------------------------------------------
 
 
+def test_a_route_with_a_response_output_answers_amqp_requests(amqp_url: str, queue: str) -> None:
+    """mq-bridge's responder shape: `output: response` answers to each request's reply_to."""
+    responder = Route.from_config(
+        {"input": config(amqp_url, queue), "output": {"response": {}}}
+    ).with_handler(lambda m: m.with_payload(b"re:" + m.payload))
+    with responder, Publisher.from_config(config(amqp_url, queue)) as publisher:
+        reply = publisher.request(b"ping", {"k": "v"})
+        assert reply.payload == b"re:ping" and reply.metadata["k"] == "v"
+        replies = [publisher.request_json({"n": n}) for n in range(3)]
+        assert [r.payload for r in replies] == [b're:{"n":%d}' % n for n in range(3)]
+
+
 def test_request_reply_through_a_responder_route(amqp_url: str, queue: str) -> None:
     responder = Route.from_config(
         {"input": config(amqp_url, queue), "output": {"amqp": {"url": amqp_url}}}

@@ -19,6 +19,7 @@ from typing import Any
 from mq_bridge.endpoints.amqp.codec import decode
 from mq_bridge.endpoints.amqp.connection import CONNECT_TIMEOUT, AmqpConnection, Channel, acquire
 from mq_bridge.endpoints.amqp.options import AmqpOptions
+from mq_bridge.endpoints.amqp.replies import ReplyForwarders
 from mq_bridge.endpoints.amqp.settlement import Settlement, Span
 from mq_bridge.endpoints.amqp.topology import declare
 from mq_bridge.endpoints.base import Batch, BuildContext, EndpointStatus, InputEndpoint
@@ -60,6 +61,8 @@ class AmqpInput(InputEndpoint):
         self._lock = threading.Lock()  # (re)opening the channel
         self._prefetch = options.prefetch  # raised by large receives (see _raise_prefetch)
         self._settled_at = 0.0
+        # Requests answered by a route's `response` output go back to their reply_to.
+        self._forwarders = ReplyForwarders(options, context)
 
     def connect(self) -> None:
         with self._lock:
@@ -186,6 +189,7 @@ class AmqpInput(InputEndpoint):
             deliveries = [inbox.popleft() for _ in range(count)]
             epoch = self._epoch
         messages = [self._message(delivery) for delivery in deliveries]
+        self._forwarders.expect(messages)
         return Batch(messages, Span(epoch, deliveries[0][0], deliveries[-1][0]))
 
     def _message(self, delivery: Delivery) -> Any:
@@ -202,11 +206,13 @@ class AmqpInput(InputEndpoint):
         return type(message).trusted(message.payload, metadata, message.id_int)
 
     def ack(self, batch: Batch) -> None:
+        self._forwarders.forget(batch.messages)
         self._settle(batch, requeue=None)
 
     def nack(self, batch: Batch) -> None:
         """Requeue the batch (``basic.nack``, requeue) and what waits in the inbox behind
         it, so the broker hands them out again in their order."""
+        self._forwarders.forget(batch.messages)
         self._settle(batch, requeue=True)
 
     def _settle(self, batch: Batch, requeue: bool | None) -> None:
@@ -262,6 +268,7 @@ class AmqpInput(InputEndpoint):
                 self._ready.notify_all()
             channel, self._channel = self._channel, None
             lease, self._lease = self._lease, None
+        self._forwarders.close()
         if channel is not None:
             channel.close()
         if lease is not None:
