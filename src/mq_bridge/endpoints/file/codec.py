@@ -35,7 +35,13 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mq_bridge.message import NO_METADATA, Message, messages_from_envelopes, normalize_message_id
+from mq_bridge.message import (
+    NO_METADATA,
+    Message,
+    fields_of,
+    messages_from_envelopes,
+    normalize_message_id,
+)
 
 _fast_loads: Callable[[bytes], Any]
 _fast_dumps: Callable[[Any], bytes]
@@ -137,14 +143,17 @@ def _encode_text_envelopes(messages: Sequence[Message], delimiter: bytes) -> byt
     envelopes: list[dict[str, Any]] = []
     append = envelopes.append
     for message in messages:
-        digits = message.id_int.to_bytes(16, "big").hex()
+        metadata, payload, id_value = fields_of(message)  # one C-level read of the three
+        if id_value is None:  # a new message: it gets its id as it travels
+            id_value = message.id_int
+        digits = id_value.to_bytes(16, "big").hex()
         uuid_text = f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
         try:
-            envelope = {"message_id": uuid_text, "payload": message.payload.decode()}
+            envelope = {"message_id": uuid_text, "payload": payload.decode()}
         except UnicodeDecodeError:
-            envelope = {"message_id": uuid_text, "payload_base64": _base64(message.payload)}
-        if message.metadata_view:
-            envelope["metadata"] = message.metadata_view  # type: ignore[assignment]
+            envelope = {"message_id": uuid_text, "payload_base64": _base64(payload)}
+        if metadata:
+            envelope["metadata"] = metadata  # type: ignore[assignment]
         append(envelope)
     try:
         listed: bytes = orjson.dumps(envelopes)
