@@ -21,14 +21,13 @@ so no client library is needed in either venv.
 
 from __future__ import annotations
 
-import argparse
 import json
-import statistics
 import subprocess
 import sys
 import time
 import uuid
 
+from harness import close, run_scenarios
 from mq_bridge import Consumer, Publisher, Route
 
 URL = "amqp://guest:guest@127.0.0.1:5672/%2f"
@@ -45,13 +44,6 @@ def delete_queue(name: str) -> None:
     subprocess.run(
         ["rabbitmqctl", "delete_queue", name], capture_output=True, timeout=30, check=False
     )
-
-
-def close(endpoint: object) -> None:
-    """Close what has a `close` (the peer's Publisher has none: it closes when collected)."""
-    closer = getattr(endpoint, "close", None)
-    if closer is not None:
-        closer()
 
 
 def payloads(count: int) -> list[bytes]:
@@ -155,21 +147,5 @@ SCENARIOS = {
 }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--scenario", default="all", choices=[*SCENARIOS, "all"])
-    parser.add_argument("--messages", type=int, default=0, help="0: the scenario's default")
-    parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
-    for name in list(SCENARIOS) if args.scenario == "all" else [args.scenario]:
-        run, default = SCENARIOS[name]
-        rates = [run(args.messages or default) for _ in range(args.runs)]
-        print(
-            f"{name:11s} median {statistics.median(rates):>10,.0f} msg/s  "
-            f"runs {', '.join(f'{r:,.0f}' for r in rates)}",
-            flush=True,
-        )
-
-
 if __name__ == "__main__":
-    main()
+    run_scenarios(__doc__, SCENARIOS)

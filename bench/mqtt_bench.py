@@ -22,13 +22,12 @@ Every topic and session is unique and dropped at the end (a clean start of its c
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
 import time
 import uuid
 from typing import Any
 
+from harness import run_scenarios
 from mq_bridge import Consumer, Message, Publisher, Route
 
 URL = "tcp://127.0.0.1:1883"
@@ -168,24 +167,10 @@ SCENARIOS = {
 }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--scenario", default="all", choices=[*SCENARIOS, "all"])
-    parser.add_argument("--messages", type=int, default=0, help="0: the scenario's default")
-    parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
-    names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
-    for name in names:
-        if name == "poll-paho" and not _has_paho():
-            print(f"{name:11s} skipped: paho-mqtt is not importable here", flush=True)
-            continue
-        run, default = SCENARIOS[name]
-        rates = [run(args.messages or default) for _ in range(args.runs)]
-        print(
-            f"{name:11s} median {statistics.median(rates):>10,.0f} msg/s  "
-            f"runs {', '.join(f'{r:,.0f}' for r in rates)}",
-            flush=True,
-        )
+def _skip(name: str) -> str | None:
+    if name == "poll-paho" and not _has_paho():
+        return "paho-mqtt is not importable here"
+    return None
 
 
 def _has_paho() -> bool:
@@ -197,4 +182,4 @@ def _has_paho() -> bool:
 
 
 if __name__ == "__main__":
-    main()
+    run_scenarios(__doc__, SCENARIOS, _skip)

@@ -19,14 +19,13 @@ minimal raw-protocol client (no client library needed in either venv).
 
 from __future__ import annotations
 
-import argparse
 import json
 import socket
-import statistics
 import sys
 import time
 import uuid
 
+from harness import close, run_scenarios
 from mq_bridge import Consumer, Publisher, Route
 
 URL = "nats://127.0.0.1:4222"
@@ -54,13 +53,6 @@ def delete_stream(name: str) -> None:
             if not chunk:
                 break
             data += chunk
-
-
-def close(endpoint: object) -> None:
-    """Close what has a `close` (the peer's Publisher has none: it closes when collected)."""
-    closer = getattr(endpoint, "close", None)
-    if closer is not None:
-        closer()
 
 
 def fill(cfg: dict, count: int) -> None:
@@ -165,21 +157,5 @@ SCENARIOS = {
 }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--scenario", default="all", choices=[*SCENARIOS, "all"])
-    parser.add_argument("--messages", type=int, default=0, help="0: the scenario's default")
-    parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
-    for name in list(SCENARIOS) if args.scenario == "all" else [args.scenario]:
-        run, default = SCENARIOS[name]
-        rates = [run(args.messages or default) for _ in range(args.runs)]
-        print(
-            f"{name:11s} median {statistics.median(rates):>10,.0f} msg/s  "
-            f"runs {', '.join(f'{r:,.0f}' for r in rates)}",
-            flush=True,
-        )
-
-
 if __name__ == "__main__":
-    main()
+    run_scenarios(__doc__, SCENARIOS)

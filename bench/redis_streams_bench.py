@@ -21,9 +21,7 @@ peer's venv has no Redis client).
 
 from __future__ import annotations
 
-import argparse
 import socket
-import statistics
 import sys
 import time
 import uuid
@@ -31,6 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from urllib.parse import urlsplit
 
+from harness import run_scenarios
 from mq_bridge import Consumer, Message, Publisher, Route
 
 URL = "redis://127.0.0.1:6379"
@@ -176,23 +175,5 @@ SCENARIOS: dict[str, tuple[Callable[[int], float], int]] = {
 }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--scenario", default="all", choices=[*SCENARIOS, "all"])
-    parser.add_argument("--messages", type=int, help="override each scenario's count")
-    parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
-    names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
-    for name in names:
-        run, default_count = SCENARIOS[name]
-        count = args.messages or default_count
-        rates = [run(count) for _ in range(args.runs)]
-        print(
-            f"{name:11s} n={count:<7d} median {statistics.median(rates):>10,.0f} msg/s  "
-            f"runs {', '.join(f'{r:,.0f}' for r in rates)}",
-            flush=True,
-        )
-
-
 if __name__ == "__main__":
-    main()
+    run_scenarios(__doc__, SCENARIOS)

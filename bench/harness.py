@@ -1,0 +1,52 @@
+"""What the broker benchmark scripts share: closing what the peer cannot close, and running
+scenarios with medians. Public API only, so it runs under a peer's python too (the scripts
+are run as ``python bench/<name>.py``, which puts this folder on the path).
+
+    SCENARIOS = {"send-json": (send_json_run, 3_000), ...}   # name -> (run(count), count)
+    if __name__ == "__main__":
+        run_scenarios(__doc__, SCENARIOS)
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Callable
+
+Scenario = tuple[Callable[[int], float], int]
+
+
+def close(endpoint: object) -> None:
+    """Close what has a `close` (mq-bridge's Publisher has none: it closes when collected)."""
+    closer = getattr(endpoint, "close", None)
+    if closer is not None:
+        closer()
+
+
+def run_scenarios(
+    doc: str | None,
+    scenarios: dict[str, Scenario],
+    skip: Callable[[str], str | None] = lambda name: None,
+) -> None:
+    """Parse ``--scenario/--messages/--runs`` and print each scenario's median and runs.
+
+    `skip(name)` may give a reason not to run a scenario in this interpreter.
+    """
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n")[0])
+    parser.add_argument("--scenario", default="all", choices=[*scenarios, "all"])
+    parser.add_argument("--messages", type=int, default=0, help="0: the scenario's default")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    for name in list(scenarios) if args.scenario == "all" else [args.scenario]:
+        reason = skip(name)
+        if reason:
+            print(f"{name:11s} skipped: {reason}", flush=True)
+            continue
+        run, default = scenarios[name]
+        count = args.messages or default
+        rates = [run(count) for _ in range(args.runs)]
+        print(
+            f"{name:11s} n={count:<7d} median {statistics.median(rates):>10,.0f} msg/s  "
+            f"runs {', '.join(f'{r:,.0f}' for r in rates)}",
+            flush=True,
+        )
