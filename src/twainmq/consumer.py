@@ -12,8 +12,11 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from itertools import chain, zip_longest
+from math import isfinite
+from numbers import Real
 from typing import Any
 
+from . import unclosed
 from .errors import (
     ClosedError,
     InvalidOptionError,
@@ -54,10 +57,15 @@ class Consumer:
         self._ready_len = 0
         self._turn = 0
         self._closed = False
-        if start_from == "now":
-            self.assign(topic.end_offsets())
-        else:
-            self.assign({p: 0 for p in range(topic.partitions)})
+        self._finalizer = unclosed.watch(self, "consumer", topic, readers=self._readers)
+        try:
+            if start_from == "now":
+                self.assign(topic.end_offsets())
+            else:
+                self.assign({p: 0 for p in range(topic.partitions)})
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def topic(self) -> str:
@@ -74,8 +82,8 @@ class Consumer:
 
     def _poll_slow(self, timeout: float | None) -> Message | None:
         self._check_open()
-        if timeout is not None and not timeout >= 0:
-            raise InvalidOptionError(f"timeout {timeout!r} must be a number of seconds >= 0")
+        if timeout is not None:
+            check_timeout(timeout)
         if self._refill():
             return self.poll()
         if not timeout:
@@ -91,6 +99,7 @@ class Consumer:
 
     def poll_many(self, n: int = 10, timeout: float | None = None) -> list[Message]:
         """Return up to ``n`` messages; waits up to ``timeout`` s only for the first one."""
+        check_count(n)
         first = self.poll(timeout)
         if first is None:
             return []
@@ -197,7 +206,15 @@ class Consumer:
 
     def offsets_for_timestamp(self, when: datetime | float) -> dict[int, int]:
         """Partition -> first offset written at or after ``when`` (the end offset if none)."""
-        stamp = when.timestamp() if isinstance(when, datetime) else float(when)
+        self._check_open()
+        if isinstance(when, datetime):
+            stamp = when.timestamp()
+        elif isinstance(when, Real) and not isinstance(when, bool) and isfinite(when):
+            stamp = float(when)
+        else:
+            raise InvalidOptionError(
+                f"timestamp {when!r} must be a datetime or a finite number of seconds"
+            )
         stamp_us = round(stamp * 1_000_000)
         return {
             p: offset_for_timestamp(r.log.directory, stamp_us, r.log.head())
@@ -228,6 +245,7 @@ class Consumer:
         if self._closed:
             return
         self._closed = True
+        self._finalizer.detach()
         self._drop_ready()
         for reader in self._readers.values():
             reader.close()
@@ -277,3 +295,18 @@ class Consumer:
     def _check_open(self) -> None:
         if self._closed:
             raise ClosedError(f"consumer of topic {self.topic!r} is closed")
+
+
+def check_timeout(timeout: object) -> float:
+    """Return ``timeout`` if it is a number of seconds >= 0, else raise InvalidOptionError."""
+    seconds = float(timeout) if isinstance(timeout, Real) and type(timeout) is not bool else -1.0
+    if not seconds >= 0:  # also NaN
+        raise InvalidOptionError(f"timeout {timeout!r} must be a number of seconds >= 0")
+    return seconds
+
+
+def check_count(n: object) -> int:
+    """Return ``n`` if it is an int >= 1, else raise InvalidOptionError."""
+    if type(n) is not int or n < 1:
+        raise InvalidOptionError(f"n {n!r} must be an integer >= 1")
+    return n

@@ -11,6 +11,7 @@
     ├── InvalidPartitionError      (also ValueError)   partition number outside the topic
     ├── OffsetOutOfRangeError      (also ValueError)   seek beyond the end of a partition
     ├── MessageTooLargeError       (also ValueError)   payload above the topic's max_message_bytes
+    ├── InvalidMessageError        (also ValueError)   str with a lone surrogate, cyclic dataclass
     ├── MessageTypeError           (also TypeError)    payload is not str, bytes or a dataclass
     │   └── UnregisteredMessageTypeError               dataclass type not registered / not declared
     ├── MessageTypeConflictError   (also ValueError)   two classes registered under one name
@@ -78,6 +79,11 @@ class OffsetOutOfRangeError(TwainMQError, ValueError):
 
 class MessageTooLargeError(TwainMQError, ValueError):
     """An encoded payload larger than the topic's ``max_message_bytes``."""
+
+
+class InvalidMessageError(TwainMQError, ValueError):
+    """A payload of an accepted type whose value cannot be stored: a ``str`` with a lone
+    surrogate (not encodable as UTF-8), a dataclass that refers to itself."""
 
 
 class MessageTypeError(TwainMQError, TypeError):

@@ -49,6 +49,11 @@ class FsyncBatcher:
         if self.error is not None:
             raise self.error
 
+    def cancel(self) -> None:
+        """Let the thread end without a last sync and without waiting for it (the producer
+        was collected unclosed; this may run on any thread, this one included)."""
+        self._stop.set()
+
     def stop(self) -> None:
         """Stop the thread, then sync what is still dirty (raising a failed sync's error)."""
         self._stop.set()

@@ -35,8 +35,10 @@ class IdleReleaser:
     """One daemon thread per process releasing idle lazily held locks."""
 
     def __init__(self) -> None:
+        # Reentrant: the garbage collector may run the finalizer of an unclosed producer
+        # (``unclosed.py``) on this thread while it holds the mutex, and that discards holders.
         self._holders: set[LazyHolder] = set()
-        self._mutex = threading.Lock()
+        self._mutex = threading.RLock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -72,7 +74,7 @@ class IdleReleaser:
     def after_fork_in_child(self) -> None:
         """The child has no releaser thread and owns none of the parent's locks."""
         holders, self._holders = self._holders, set()
-        self._mutex = threading.Lock()
+        self._mutex = threading.RLock()
         self._wake = threading.Event()
         self._thread = None
         for holder in holders:

@@ -64,7 +64,12 @@ class KeyType:
             raise InvalidKeyError(
                 f"key {key!r} must be a str for key type {self.name}, not {type(key).__name__}"
             )
-        data = key.encode("utf-8")
+        try:
+            data = key.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidKeyError(
+                f"key {key!r} is not valid UTF-8 text (it holds a lone surrogate)"
+            ) from None
         if len(data) > self.width:
             raise InvalidKeyError(
                 f"key {key!r} is {len(data)} bytes in UTF-8, longer than {self.name} allows"
@@ -102,6 +107,12 @@ def splitmix64(x: int) -> int:
 def default_partitioner(key: int | str, partitions: int) -> int:
     """Map ``key`` to a partition with SplitMix64 (formula in the module docstring)."""
     if isinstance(key, str):
-        digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
+        try:
+            data = key.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidKeyError(
+                f"key {key!r} is not valid UTF-8 text (it holds a lone surrogate)"
+            ) from None
+        digest = hashlib.blake2b(data, digest_size=8).digest()
         key = int.from_bytes(digest, "little")
     return splitmix64(key & _MASK64) % partitions

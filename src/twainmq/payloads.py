@@ -17,7 +17,12 @@ import typing
 from typing import Any
 
 from .encoding import TAG_BYTES, TAG_DATACLASS, TAG_TEXT
-from .errors import MessageTypeConflictError, MessageTypeError, UnregisteredMessageTypeError
+from .errors import (
+    InvalidMessageError,
+    MessageTypeConflictError,
+    MessageTypeError,
+    UnregisteredMessageTypeError,
+)
 from .message import UndecodedMessage
 
 
@@ -37,7 +42,11 @@ class MessageTypeRegistry:
         if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
             raise MessageTypeError(f"{cls!r} is not a dataclass type")
         name = message_type_name(cls)
-        if len(name.encode("utf-8")) > 255:
+        try:
+            encoded = name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise MessageTypeError(f"message type name {name!r} is not valid UTF-8") from None
+        if len(encoded) > 255:
             raise MessageTypeError(f"message type name {name!r} is longer than 255 bytes")
         known = self._by_name.get(name)
         if known is not None and known is not cls:
@@ -70,7 +79,7 @@ def encode_payload(
     dataclass types are refused.
     """
     if isinstance(message, str):
-        return TAG_TEXT, message.encode("utf-8")
+        return TAG_TEXT, encode_text(message)
     if isinstance(message, (bytes, bytearray, memoryview)):
         return TAG_BYTES, bytes(message)
     if dataclasses.is_dataclass(message) and not isinstance(message, type):
@@ -94,10 +103,32 @@ def _encode_dataclass(
             f"message type {name!r} is not one of this topic's types {sorted(declared)}"
         )
     name_bytes = name.encode("utf-8")
-    body = json.dumps(
-        _dataclass_fields(message), separators=(",", ":"), ensure_ascii=False, default=_nested
-    )
-    return bytes([len(name_bytes)]) + name_bytes + body.encode("utf-8")
+    try:
+        body = json.dumps(
+            _dataclass_fields(message), separators=(",", ":"), ensure_ascii=False, default=_nested
+        ).encode("utf-8")
+    except TypeError as exc:  # a field value JSON cannot hold (bytes, set, ...)
+        raise MessageTypeError(f"message {message!r:.80} cannot be stored: {exc}") from None
+    except UnicodeEncodeError:
+        raise InvalidMessageError(
+            f"message {message!r:.80} holds a str with a lone surrogate (not valid UTF-8)"
+        ) from None
+    except (ValueError, RecursionError) as exc:  # "Circular reference detected", too deep
+        raise InvalidMessageError(f"message {message!r:.80} cannot be stored: {exc}") from None
+    return bytes([len(name_bytes)]) + name_bytes + body
+
+
+def encode_text(message: str) -> bytes:
+    """A text payload: ``message`` in UTF-8, or InvalidMessageError naming it."""
+    try:
+        return message.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidMessageError(text_error(message)) from None
+
+
+def text_error(message: str) -> str:
+    """Why a text message cannot be stored (it holds a lone surrogate)."""
+    return f"text message {message!r:.80} is not valid UTF-8 (it holds a lone surrogate)"
 
 
 @functools.cache
@@ -117,7 +148,10 @@ def _dataclass_fields(instance: object) -> dict[str, Any]:
 def _nested(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _dataclass_fields(value)
-    raise TypeError(f"{type(value).__name__} value {value!r:.80} is not JSON-serializable")
+    raise MessageTypeError(
+        f"{type(value).__name__} value {value!r:.80} is not JSON-serializable: "
+        "use str, int, float, bool, None, list, tuple, dict or a dataclass"
+    )
 
 
 def decode_dataclass(payload: bytes, registry: MessageTypeRegistry) -> object:

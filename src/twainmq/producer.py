@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from itertools import accumulate
 from typing import Any, NamedTuple
 
+from . import unclosed
 from .encoding import (
     TAG_TEXT,
     RecordPrefix,
@@ -35,12 +36,18 @@ from .encoding import (
     record_prefix,
     text_head,
 )
-from .errors import ClosedError, InvalidOptionError, MessageTooLargeError
+from .errors import (
+    ClosedError,
+    InvalidMessageError,
+    InvalidOptionError,
+    MessageTooLargeError,
+    MessageTypeError,
+)
 from .fsync_batcher import FsyncBatcher
 from .keys import Partitioner, default_partitioner
 from .message import RecordMetadata
 from .partition import FSYNC_MODES, PartitionLog
-from .payloads import encode_payload
+from .payloads import encode_payload, text_error
 from .topic import OpenTopic
 
 _new_tuple = tuple.__new__  # skips NamedTuple's Python-level __new__ on the hot path
@@ -92,6 +99,7 @@ class Producer:
         )
         self._exclusive = bool(exclusive)
         self._closed = False
+        self._finalizer = unclosed.watch(self, "producer", topic, batcher=self._batcher)
 
     @property
     def topic(self) -> str:
@@ -112,7 +120,10 @@ class Producer:
             route = self._route(key, partition)
         stamp = _time_ns() // 1000
         if type(message) is str:
-            payload = message.encode()
+            try:
+                payload = message.encode()
+            except UnicodeEncodeError:
+                raise InvalidMessageError(text_error(message)) from None
             record = frame_text(route.text_head, stamp, payload)
         else:
             tag, payload = encode_payload(message, self._topic.registry, self._declared)
@@ -139,7 +150,13 @@ class Producer:
         shares: dict[PartitionLog, _Share] = {}
         keyed: dict[Any, _BatchKey] = {}
         max_bytes = self._max_bytes
-        for key, message in messages:
+        for item in messages:
+            try:
+                key, message = item
+            except (TypeError, ValueError):
+                raise MessageTypeError(
+                    f"write_messages item {item!r:.80} is not a (key, message) pair"
+                ) from None
             try:
                 entry = keyed.get(key)
             except TypeError:  # unhashable, so not a valid key: _route() says why
@@ -152,7 +169,10 @@ class Producer:
                     key, keyed, shares, stamp
                 )
             if type(message) is str:
-                payload = message.encode()
+                try:
+                    payload = message.encode()
+                except UnicodeEncodeError:
+                    raise InvalidMessageError(text_error(message)) from None
                 record = frame_with_prefix(text_prefix, payload)
             else:
                 tag, payload = encode_payload(message, self._topic.registry, self._declared)
@@ -222,6 +242,7 @@ class Producer:
         if self._batcher is not None:
             self._batcher.stop()
         self._closed = True
+        self._finalizer.detach()
         self._routes.clear()
         self._topic.close()
 

@@ -80,7 +80,11 @@ class Twain:
             raise TopicConfigError(
                 f"unknown topic setting {unknown[0]!r}: use {', '.join(TOPIC_SETTINGS)}"
             )
-        names = [t if isinstance(t, str) else message_type_name(t) for t in message_types or []]
+        if isinstance(message_types, (str, bytes)):
+            raise TopicConfigError(
+                f"message_types {message_types!r} must be a list of type names or classes"
+            )
+        names = [_message_type(t) for t in message_types or []]
         config = TopicConfig(topic_name, key_type, partitions, names, **settings)
         directory = self._root / topic_name
         if directory.exists() and not self.topic_exists(topic_name):
@@ -166,6 +170,15 @@ class Twain:
 
     def __repr__(self) -> str:
         return f"Twain({str(self._root)!r})"
+
+
+def _message_type(item: object) -> str:
+    """A ``message_types`` entry as a type name: a name, or a class (its stored name)."""
+    if isinstance(item, str):
+        return item
+    if isinstance(item, type):
+        return message_type_name(item)
+    raise TopicConfigError(f"message_types entry {item!r} must be a type name or a class")
 
 
 def _remove_tree(directory: Path) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
-from twainmq.consumer import Consumer
+from twainmq.consumer import Consumer, check_count, check_timeout
 from twainmq.errors import ClosedError, InvalidOptionError
 from twainmq.groups.commits import write_commits
 from twainmq.groups.errors import CommitFencedError, PartitionNotOwnedError
@@ -99,6 +99,8 @@ class GroupConsumer:
         """The next message from an owned partition, or None (waits up to ``timeout`` s)."""
         if not timeout and _monotonic() < self._member.next_check:
             return self._engine_poll()  # the hot path: no group work due yet
+        if timeout is not None:
+            check_timeout(timeout)
         self._notice_group()
         message = self._engine_poll()
         if message is not None or not timeout:
@@ -113,6 +115,7 @@ class GroupConsumer:
 
     def poll_many(self, n: int = 10, timeout: float | None = None) -> list[Any]:
         """Up to ``n`` messages from owned partitions; waits up to ``timeout`` s for the first."""
+        check_count(n)
         first = self.poll(timeout)
         if first is None:
             return []

@@ -153,7 +153,7 @@ def _encode_text_envelopes(messages: Sequence[Message], delimiter: bytes) -> byt
         except UnicodeDecodeError:
             envelope = {"message_id": uuid_text, "payload_base64": _base64(payload)}
         if metadata:
-            envelope["metadata"] = metadata  # type: ignore[assignment]
+            envelope["metadata"] = metadata
         append(envelope)
     try:
         listed: bytes = orjson.dumps(envelopes)
