@@ -157,3 +157,17 @@ def test_interrupt_ends_a_blocked_receive(case):
     reader.join(10.0)
     assert not reader.is_alive() and not result[0]
     source.close()
+
+
+def test_an_input_closed_then_connected_again_reads_on(case):
+    """A route reconnects a failed input with close() then connect(): it must read on."""
+    output = open_output(case)
+    output.send(sample(2))
+    output.flush()
+    source = open_input(case)
+    source.close()
+    source.connect()
+    got = messages_of(receive_n(source, 2))
+    assert sorted(m.payload for m in got) == [b"m0", b"m1"]
+    source.close()
+    output.close()

@@ -368,3 +368,24 @@ def test_request_reply_through_a_responder_route(amqp_url: str, queue: str) -> N
         assert reply.metadata["k"] == "v"
         replies = [publisher.request_json({"n": n}) for n in range(3)]
         assert [r.payload for r in replies] == [b're:{"n":%d}' % n for n in range(3)]
+
+
+def test_an_input_closed_then_connected_again_reads_on(amqp_url: str, queue: str) -> None:
+    """How a route reconnects a failed input: close(), then connect() (restart test: real)."""
+    with Publisher.from_config(config(amqp_url, queue)) as publisher:
+        publisher.send_batch([b"a", b"b"])
+    source = build_input(config(amqp_url, queue), new_context("test"))
+    source.connect()
+    first = source.receive(1, 5.0)
+    assert [m.payload for m in first.messages] == [b"a"]
+    source.close()  # unacked: the broker requeues it
+    source.connect()
+    again: list[bytes] = []
+    deadline = time.monotonic() + 10
+    while len(again) < 2 and time.monotonic() < deadline:
+        batch = source.receive(2, 0.5)
+        again += [m.payload for m in batch.messages]
+        if batch:
+            source.ack(batch)
+    source.close()
+    assert sorted(again) == [b"a", b"b"]

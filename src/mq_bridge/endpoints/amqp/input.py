@@ -66,8 +66,10 @@ class AmqpInput(InputEndpoint):
 
     def connect(self) -> None:
         with self._lock:
-            if self._closed:
-                raise ClosedError(f"{self.describe()} is closed")
+            with self._ready:
+                # A route reconnects a failed input by close() then connect(): start afresh.
+                # (A closed `Consumer` refuses use itself; the endpoint may be reopened.)
+                self._closed = False
             if self._lease is None:
                 self._lease = acquire(self._options, self._context)
             self._open_channel()

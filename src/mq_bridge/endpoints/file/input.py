@@ -59,9 +59,13 @@ class FileInput(InputEndpoint):
         self._fd: int | None = None
         self._closed = False
         self._wakeup = threading.Event()
+        self._tag_source = tag_source
+        self._reset()
+
+    def _reset(self) -> None:
+        """The reading state of a freshly opened input."""
         self._skipped = 0
         self._removed = 0
-        self._tag_source = tag_source
         self._problem: str | None = None
         self._records: list[bytes] = []
         self._cursor = 0
@@ -78,7 +82,10 @@ class FileInput(InputEndpoint):
         if self._fd is not None:
             return
         if self._closed:
-            raise ClosedError(f"{self.describe()} is closed")
+            # A route reconnects a failed input by close() then connect(): open afresh, as a
+            # restart would (group progress, or the mode's start; deleted records stay gone).
+            self._closed = False
+            self._reset()
         path = self._options.file_path
         if self._options.mode == "consume" and not path.exists():
             log.warning("%s does not exist; creating it empty (is the path right?)", path)
