@@ -5,7 +5,10 @@
     ├── TopicExistsError                               create_topic on an existing topic
     ├── UnknownTopicError          (also LookupError)  the topic has no config file
     ├── TopicConfigError                               a .twc file that cannot be read or is invalid
-    ├── TopicCorruptError                              a bad record where data was acknowledged
+    │   ├── TopicConfigCorruptError                    its checksum fails: damaged (or hand-edited)
+    │   └── TopicConfigMismatchError                   its name, partitions or key type disagree
+    │                                                  with its file name or the topic's data
+    ├── TopicCorruptError                              a bad record or a gap in acknowledged data
     ├── InvalidKeyTypeError        (also ValueError)   key_type not u8/u16/u32/u64/charN
     ├── InvalidKeyError            (also ValueError)   key of the wrong type, range or length
     ├── InvalidPartitionError      (also ValueError)   partition number outside the topic
@@ -48,17 +51,48 @@ class TopicConfigError(TwainMQError):
     """A topic config file that cannot be parsed or holds invalid values."""
 
 
-class TopicCorruptError(TwainMQError):
-    """A record that fails its length or CRC check inside acknowledged data.
+class TopicConfigCorruptError(TopicConfigError):
+    """A ``.twc`` file whose checksum (or checksum line) does not match its bytes."""
 
-    ``path`` is the segment file and ``position`` the byte position of the bad record.
+
+class TopicConfigMismatchError(TopicConfigError):
+    """A ``.twc`` file that names another topic, or whose partition count or key type
+    disagrees with the data already in the topic's directory (changing them in place would
+    re-route keys or misread stored keys: migrate to a new topic instead)."""
+
+
+class TopicCorruptError(TwainMQError):
+    """Damage to acknowledged data: a record that fails its length or CRC check, or a gap in
+    a partition's offsets (a missing or short segment).
+
+    ``path`` is the segment file (for a missing segment, the name it would have) and
+    ``position`` the byte position of the bad record (-1 for a gap). For a gap, ``partition``
+    is the partition and ``offsets`` the ``range`` of offsets that cannot be read; both are
+    None for a bad record.
     """
 
-    def __init__(self, path: object, position: int, reason: str) -> None:
+    def __init__(
+        self,
+        path: object,
+        position: int,
+        reason: str,
+        *,
+        partition: int | None = None,
+        offsets: range | None = None,
+    ) -> None:
         self.path = str(path)
         self.position = position
         self.reason = reason
-        super().__init__(f"{self.path}: corrupt record at byte {position}: {reason}")
+        self.partition = partition
+        self.offsets = offsets
+        if offsets is None:
+            message = f"{self.path}: corrupt record at byte {position}: {reason}"
+        else:
+            message = (
+                f"{self.path}: partition {partition}, offsets {offsets.start}.."
+                f"{offsets.stop - 1}: {reason}"
+            )
+        super().__init__(message)
 
 
 class InvalidKeyTypeError(TwainMQError, ValueError):

@@ -3,7 +3,12 @@
 A reader never reads past the committed end published in the partition head, so it never
 sees a record a writer has not finished. When its segment has been sealed (the head names a
 newer one) it reads that segment to its end, then moves to the segment that starts at its
-next offset.
+next offset. That segment's base offset (its file name) must be exactly the offset the reader
+reached: anything else is a gap (a missing segment, or one cut short at a record boundary)
+or an overlap, and raises TopicCorruptError naming the files, the partition and the offsets,
+rather than skipping them or stalling. The check costs one comparison per segment, nothing
+per record. The one gap that is not damage is retention's: a slow reader whose segment and
+the next ones were deleted by retention moves up to the oldest segment kept.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from .lookup import locate
 from .message import Message
 from .partition import PartitionLog
 from .payloads import MessageTypeRegistry, decode_dataclass
-from .segments import segment_path
+from .segments import index_path, list_segments, read_index, segment_path
 
 _SEEK_ATTEMPTS = 5
 
@@ -74,13 +79,78 @@ class PartitionReader:
         if self._position >= limit:
             if self._base == active_base:
                 return []
-            sealed = (self._base, self._position)
-            self.seek(self.next_offset)
-            if (self._base, self._position) == sealed:
-                return []
+            self._next_segment(active_base)
             return self.fetch(max_bytes)
         data = os.pread(self._fd, min(limit - self._position, max_bytes), self._position)
         return self._decode(data, limit)
+
+    def _next_segment(self, active_base: int) -> None:
+        """Move from the end of a sealed segment to the start of the next one, which must
+        begin at ``next_offset`` (else TopicCorruptError)."""
+        directory, sealed, reached = self.log.directory, self._base, self.next_offset
+        for attempt in range(_SEEK_ATTEMPTS):
+            bases = list_segments(directory)
+            later = [b for b in bases if sealed < b <= active_base]
+            if later and later[0] == reached:
+                try:
+                    self._open(reached)
+                except FileNotFoundError:  # deleted meanwhile (retention): look again
+                    if attempt == _SEEK_ATTEMPTS - 1:
+                        raise
+                    continue
+                self._position = 0
+                return
+            if later and later[0] == bases[0] and self._retains():
+                # Retention deleted this segment and the next ones under the reader.
+                self.seek(reached)
+                return
+            raise self._gap(sealed, reached, later[0] if later else None, active_base)
+
+    def _retains(self) -> bool:
+        config = self.log.config
+        return config.retention_bytes is not None or config.retention_seconds is not None
+
+    def _gap(
+        self, sealed: int, reached: int, following: int | None, active_base: int
+    ) -> TopicCorruptError:
+        directory = self.log.directory
+        sealed_name = segment_path(directory, sealed).name
+        if following is None:
+            # The head names an active segment that is not there.
+            end = max(self.log.end_offset(), active_base, reached + 1)
+            return TopicCorruptError(
+                segment_path(directory, active_base),
+                -1,
+                f"missing: the active segment file is not there ({sealed_name} ends at offset "
+                f"{reached})",
+                partition=self.partition,
+                offsets=range(reached, end),
+            )
+        next_name = segment_path(directory, following).name
+        if following < reached:
+            return TopicCorruptError(
+                segment_path(directory, sealed),
+                -1,
+                f"in two segments: {sealed_name} holds records up to offset {reached - 1}, "
+                f"past the start of the next segment {next_name}",
+                partition=self.partition,
+                offsets=range(following, reached),
+            )
+        missing_name = segment_path(directory, reached).name
+        indexed = read_index(index_path(directory, sealed))
+        if indexed and sealed + indexed[-1][0] >= reached:
+            # Its own index lists records it no longer holds: the file was cut short.
+            path, what = segment_path(directory, sealed), f"{sealed_name} was cut short"
+        else:
+            path, what = segment_path(directory, reached), f"{missing_name} is missing"
+        return TopicCorruptError(
+            path,
+            -1,
+            f"missing: {what} ({sealed_name} ends at offset {reached}, the next segment is "
+            f"{next_name}; no segment file {missing_name})",
+            partition=self.partition,
+            offsets=range(reached, following),
+        )
 
     def _decode(self, data: bytes, limit: int) -> list[Message]:
         messages, stop, error = self._decode_records(data)

@@ -11,6 +11,11 @@ tail of the active segment (from its last index entry), so it is cheap.
 - A record that fails its checks *before* the committed end is damage to acknowledged data:
   TopicCorruptError names the file and the byte position, and nothing is cut.
 - A missing or damaged index is rebuilt from the segment.
+- Offsets are never reused. If the active segment is missing (deleted), its records are lost,
+  but the next offset stays where the head says (or, with no usable head, where the newest
+  index file says): a new, empty active segment starts there, and readers that reach the
+  lost offsets get TopicCorruptError for the gap (``reader.py``) instead of new records
+  under old offsets.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from .segments import (
     build_index,
     end_of,
     index_path,
+    list_indexes,
     list_segments,
     read_index,
     scan_valid,
@@ -37,7 +43,16 @@ HeadFields = tuple[int, int, int, int, int]
 
 def recover_partition(directory: Path, config: TopicConfig, head: HeadFields | None) -> HeadFields:
     """Repair the partition's tail and return the head fields that describe it."""
+    if head is not None and not _plausible(head):
+        head = None  # damaged: recomputed from the files
     bases = list_segments(directory)
+    lost_active = _next_offset_of_lost_active(directory, bases, head)
+    if lost_active is not None:
+        for sealed in bases:
+            if not index_path(directory, sealed).exists():
+                rebuild_sealed_index(directory, sealed, config.index_interval_bytes)
+        _create_empty_segment(directory, lost_active)
+        return lost_active, 0, lost_active, 0, 0
     if not bases:
         segment_path(directory, 0).touch()
         index_path(directory, 0).touch()
@@ -48,6 +63,45 @@ def recover_partition(directory: Path, config: TopicConfig, head: HeadFields | N
     base = bases[-1]
     committed = head[1] if head is not None and head[0] == base else 0
     return recover_active(directory, base, committed, config.index_interval_bytes)
+
+
+def _plausible(head: HeadFields) -> bool:
+    base, end, next_offset, index_bytes, next_index = head
+    return 0 <= base <= next_offset and end >= 0 and index_bytes >= 0 and next_index >= 0
+
+
+def _next_offset_of_lost_active(
+    directory: Path, bases: list[int], head: HeadFields | None
+) -> int | None:
+    """If the active segment file is missing, the offset the next record must get (never
+    below what the head or an index file says was written); None if it is there.
+
+    The active segment is missing when the head names a segment newer than every segment
+    file, or when an index file is newer than every segment file (a roll creates the
+    segment file before its index; retention deletes old ones only).
+    """
+    newest = bases[-1] if bases else -1
+    floors = []
+    if head is not None and head[0] > newest:
+        floors.append(head[2])
+    for base in list_indexes(directory):
+        if base > newest:
+            entries = read_index(index_path(directory, base))
+            floors.append(base + (entries[-1][0] + 1 if entries else 0))
+    if not floors:
+        return None
+    if head is not None:
+        floors.append(head[2])
+    return max(floors)
+
+
+def _create_empty_segment(directory: Path, base: int) -> None:
+    for path in (segment_path(directory, base), index_path(directory, base)):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)
 
 
 def recover_active(directory: Path, base: int, committed: int, interval: int) -> HeadFields:

@@ -39,10 +39,19 @@ def index_path(directory: Path, base: int) -> Path:
 
 def list_segments(directory: Path) -> list[int]:
     """Return the base offsets of the segments in ``directory``, oldest first."""
+    return _list_bases(directory, SEGMENT_SUFFIX)
+
+
+def list_indexes(directory: Path) -> list[int]:
+    """Return the base offsets of the index files in ``directory``, oldest first."""
+    return _list_bases(directory, INDEX_SUFFIX)
+
+
+def _list_bases(directory: Path, wanted: str) -> list[int]:
     bases = []
     for name in os.listdir(directory):
         stem, suffix = name[:-4], name[-4:]
-        if suffix == SEGMENT_SUFFIX and len(stem) == 20 and stem.isdigit():
+        if suffix == wanted and len(stem) == 20 and stem.isdigit():
             bases.append(int(stem))
     return sorted(bases)
 
