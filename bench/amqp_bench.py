@@ -21,18 +21,15 @@ so no client library is needed in either venv.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
 import uuid
 
-from harness import close, run_scenarios
-from mq_bridge import Consumer, Publisher, Route
+from harness import DOC, KIND, close, drain, fill, payloads, run_scenarios
+from mq_bridge import Publisher, Route
 
 URL = "amqp://guest:guest@127.0.0.1:5672/%2f"
-DOC = {"order_id": 0, "customer": "c-000042", "sku": "SKU-7731-BLUE", "amount": 129.95, "n": 0}
-KIND = {"kind": "order.created"}
 
 
 def config(queue: str) -> dict:
@@ -44,35 +41,6 @@ def delete_queue(name: str) -> None:
     subprocess.run(
         ["rabbitmqctl", "delete_queue", name], capture_output=True, timeout=30, check=False
     )
-
-
-def payloads(count: int) -> list[bytes]:
-    result = []
-    for n in range(count):
-        DOC["n"] = n
-        result.append(json.dumps(DOC).encode())
-    return result
-
-
-def fill(cfg: dict, count: int) -> None:
-    publisher = Publisher.from_config(cfg)
-    data = payloads(count)
-    for start in range(0, count, 500):
-        publisher.send_batch(data[start : start + 500])
-    close(publisher)
-
-
-def drain(cfg: dict, count: int, timeout: float = 120.0) -> int:
-    consumer = Consumer.from_config(cfg)
-    seen, deadline = 0, time.monotonic() + timeout
-    while seen < count and time.monotonic() < deadline:
-        batch = consumer.poll(max=500, timeout_ms=1000)
-        for message in batch:
-            _ = message.payload
-        seen += len(batch)
-        consumer.commit()
-    consumer.close()
-    return seen
 
 
 def route_run(count: int) -> float:

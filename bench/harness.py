@@ -1,5 +1,6 @@
-"""What the broker benchmark scripts share: closing what the peer cannot close, and running
-scenarios with medians. Public API only, so it runs under a peer's python too (the scripts
+"""What the broker benchmark scripts share: the ~100 B document, filling a destination and
+draining it through the public API, closing what the peer cannot close, and running scenarios
+with medians. Public API only, so it runs under a peer's python too (the scripts
 are run as ``python bench/<name>.py``, which puts this folder on the path).
 
     SCENARIOS = {"send-json": (send_json_run, 3_000), ...}   # name -> (run(count), count)
@@ -10,10 +11,46 @@ are run as ``python bench/<name>.py``, which puts this folder on the path).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import time
 from collections.abc import Callable
 
+from mq_bridge import Consumer, Publisher
+
 Scenario = tuple[Callable[[int], float], int]
+
+#: ~100 B as compact JSON; ``n`` numbers the messages.
+DOC = {"order_id": 0, "customer": "c-000042", "sku": "SKU-7731-BLUE", "amount": 129.95, "n": 0}
+KIND = {"kind": "order.created"}
+
+
+def payloads(count: int) -> list[bytes]:
+    """`count` documents as JSON bytes, numbered 0..count-1."""
+    return [json.dumps({**DOC, "n": n}).encode() for n in range(count)]
+
+
+def fill(config: dict, count: int) -> None:
+    """Publish `count` documents to `config`'s endpoint in batches of 500."""
+    publisher = Publisher.from_config(config)
+    data = payloads(count)
+    for start in range(0, count, 500):
+        publisher.send_batch(data[start : start + 500])
+    close(publisher)
+
+
+def drain(config: dict, count: int, timeout: float = 120.0) -> int:
+    """Read up to `count` messages (`poll(max=500)` + `commit()`); how many arrived."""
+    consumer = Consumer.from_config(config)
+    seen, deadline = 0, time.monotonic() + timeout
+    while seen < count and time.monotonic() < deadline:
+        batch = consumer.poll(max=500, timeout_ms=1000)
+        for message in batch:
+            _ = message.payload
+        seen += len(batch)
+        consumer.commit()
+    consumer.close()
+    return seen
 
 
 def close(endpoint: object) -> None:

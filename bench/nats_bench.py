@@ -25,12 +25,10 @@ import sys
 import time
 import uuid
 
-from harness import close, run_scenarios
-from mq_bridge import Consumer, Publisher, Route
+from harness import DOC, KIND, close, drain, fill, run_scenarios
+from mq_bridge import Publisher, Route
 
 URL = "nats://127.0.0.1:4222"
-DOC = {"order_id": 0, "customer": "c-000042", "sku": "SKU-7731-BLUE", "amount": 129.95, "n": 0}
-KIND = {"kind": "order.created"}
 
 
 def config(stream: str, count: int) -> dict:
@@ -53,33 +51,6 @@ def delete_stream(name: str) -> None:
             if not chunk:
                 break
             data += chunk
-
-
-def fill(cfg: dict, count: int) -> None:
-    publisher = Publisher.from_config(cfg)
-    batch = []
-    for n in range(count):
-        DOC["n"] = n
-        batch.append(json.dumps(DOC).encode())
-        if len(batch) == 500:
-            publisher.send_batch(batch)
-            batch = []
-    if batch:
-        publisher.send_batch(batch)
-    close(publisher)
-
-
-def drain(cfg: dict, count: int, timeout: float = 120.0) -> int:
-    consumer = Consumer.from_config(cfg)
-    seen, deadline = 0, time.monotonic() + timeout
-    while seen < count and time.monotonic() < deadline:
-        batch = consumer.poll(max=500, timeout_ms=1000)
-        for message in batch:
-            _ = message.payload
-        seen += len(batch)
-        consumer.commit()
-    consumer.close()
-    return seen
 
 
 def route_run(count: int) -> float:
