@@ -66,7 +66,17 @@ class _Generator:
             self.blocks.append(self.typeddict(name, schema))
         else:
             self.aliases.append(_comment(schema.get("description"), "") + f"{name} = ")
-            self.aliases[-1] += self.expr(schema, name + "Options", quoted=True)
+            if set(schema) <= {"$ref", "description"}:  # another def: name it, unquoted
+                self.aliases[-1] += self.final_target(schema["$ref"])
+            else:
+                self.aliases[-1] += self.expr(schema, name + "Options", quoted=True)
+
+    def final_target(self, ref: str) -> str:
+        """The def a chain of pure ``$ref`` defs ends at (a class, defined before aliases)."""
+        target = ref.rsplit("/", 1)[-1]
+        while set(self.defs.get(target, {})) <= {"$ref", "description"} and target in self.defs:
+            target = self.defs[target]["$ref"].rsplit("/", 1)[-1]
+        return target
 
     def unique(self, name: str) -> str:
         candidate, number = name, 2

@@ -14,6 +14,12 @@ from mq_bridge.runtime.log_setup import init_logging
 if TYPE_CHECKING:
     from mq_bridge.aio import AsyncConsumer, AsyncPublisher, AsyncRoute
     from mq_bridge.endpoints.memory.drainer import MemoryDrainer
+    from mq_bridge.endpoints.python.registry import (
+        register_endpoint,
+        register_middleware,
+        unregister_endpoint,
+        unregister_middleware,
+    )
     from mq_bridge.middleware.metrics import metrics_snapshot
 
 __version__ = "0.1.0"
@@ -26,6 +32,10 @@ _LAZY = {
     "AsyncRoute": "mq_bridge.aio",
     "MemoryDrainer": "mq_bridge.endpoints.memory.drainer",
     "metrics_snapshot": "mq_bridge.middleware.metrics",
+    "register_endpoint": "mq_bridge.endpoints.python.registry",
+    "unregister_endpoint": "mq_bridge.endpoints.python.registry",
+    "register_middleware": "mq_bridge.endpoints.python.registry",
+    "unregister_middleware": "mq_bridge.endpoints.python.registry",
 }
 
 
@@ -64,4 +74,8 @@ __all__ = [
     "config_schema",
     "init_logging",
     "metrics_snapshot",
+    "register_endpoint",
+    "register_middleware",
+    "unregister_endpoint",
+    "unregister_middleware",
 ]

@@ -24,6 +24,10 @@ PUBLIC = {
     "config_schema",
     "init_logging",
     "metrics_snapshot",
+    "register_endpoint",
+    "register_middleware",
+    "unregister_endpoint",
+    "unregister_middleware",
 }
 
 

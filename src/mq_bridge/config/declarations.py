@@ -39,6 +39,7 @@ __all__ = [
     "MAX_MILLISECONDS",
     "MAX_SECONDS",
     "EndpointRef",
+    "InputEndpointRef",
     "OptionError",
     "Options",
     "declaration_problems",
@@ -50,6 +51,7 @@ __all__ = [
 
 OptionsT = TypeVar("OptionsT", bound=BaseModel)
 _ENDPOINT_MARKER = "x-endpoint-ref"
+_INPUT_ENDPOINT_MARKER = "x-input-endpoint-ref"
 
 #: The upper bound of every duration option in milliseconds (``*_ms``): 2**31 - 1, about
 #: 24.8 days. The runtime hands these to ``threading`` waits and ``time.sleep``, which raise
@@ -86,6 +88,8 @@ class OptionError(ValueError):
 #: (Pydantic resolves every ``$ref`` it generates, so the reference is written by
 #: `schema_fragment` in place of this marker.)
 EndpointRef = Annotated[dict[str, Any], WithJsonSchema({_ENDPOINT_MARKER: True})]
+#: A nested endpoint config that is read from (``reader``): validated as an input.
+InputEndpointRef = Annotated[dict[str, Any], WithJsonSchema({_INPUT_ENDPOINT_MARKER: True})]
 
 
 def secret_field(default: Any = None, *, description: str, **kwargs: Any) -> Any:
@@ -155,14 +159,18 @@ def _problems(error: ValidationError, path: str) -> list[str]:
     return lines
 
 
+_MARKERS = ((_ENDPOINT_MARKER, "Endpoint"), (_INPUT_ENDPOINT_MARKER, "InputEndpoint"))
+
+
 def _inline(node: Any, local_defs: Mapping[str, Any]) -> Any:
     if isinstance(node, list):
         return [_inline(item, local_defs) for item in node]
     if not isinstance(node, dict):
         return node
-    if node.get(_ENDPOINT_MARKER):
-        rest = {key: value for key, value in node.items() if key != _ENDPOINT_MARKER}
-        return {"$ref": "#/$defs/Endpoint", **_inline(rest, local_defs)}
+    for marker, target in _MARKERS:
+        if node.get(marker):
+            rest = {key: value for key, value in node.items() if key != marker}
+            return {"$ref": f"#/$defs/{target}", **_inline(rest, local_defs)}
     ref = node.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
         name = ref.rsplit("/", 1)[-1]

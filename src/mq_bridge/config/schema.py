@@ -10,6 +10,7 @@ Names in ``$defs``::
     ConfigSections   {"routes": {name: Route}, "publishers": {...}, "consumers": {...}}
     Route            input, output and the route options below
     Endpoint         exactly one endpoint key plus optional "middlewares"
+    InputEndpoint    an Endpoint that is read from (validated as an input)
     Middleware       exactly one middleware key, e.g. {"retry": {...}}
     <Name>Config     an endpoint's options, e.g. MemoryConfig (or its model's ``title``)
     <Name>Middleware a middleware's options, e.g. RetryMiddleware (or its model's ``title``)
@@ -189,6 +190,10 @@ def _assemble(endpoint_plugins: dict[str, Plugin], middleware_plugins: dict[str,
         },
         "Route": _route_schema(),
         "Endpoint": _endpoint_schema(endpoint_plugins),
+        "InputEndpoint": {
+            "description": "An endpoint read from (a nested input such as `reader`'s).",
+            "$ref": "#/$defs/Endpoint",
+        },
         "Middleware": _middleware_schema(middleware_plugins),
     }
     for plugin in [*endpoint_plugins.values(), *middleware_plugins.values()]:

@@ -12,6 +12,8 @@ __all__ = [
     "BufferMiddleware",
     "ConfigDocument",
     "ConfigSections",
+    "CustomConfig",
+    "CustomMiddleware",
     "DeadLetterQueueMiddleware",
     "DeduplicationMiddleware",
     "DelayMiddleware",
@@ -19,6 +21,8 @@ __all__ = [
     "EndpointConfig",
     "FanoutConfig",
     "FileConfig",
+    "IbmMqConfig",
+    "InputEndpoint",
     "LimiterMiddleware",
     "MemoryConfig",
     "MetricsMiddleware",
@@ -28,15 +32,19 @@ __all__ = [
     "NatsConfig",
     "NullConfig",
     "RandomPanicMiddleware",
+    "ReaderConfig",
     "RedisConfig",
     "RedisStreamsConfig",
+    "RefConfig",
     "ResponseConfig",
     "RetryMiddleware",
     "Route",
     "RouteConfig",
     "RouteMap",
     "RoutesConfig",
+    "SledConfig",
     "StaticConfig",
+    "StreamBufferConfig",
     "SwitchConfig",
     "TwainConfig",
     "WeakJoinMiddleware",
@@ -124,6 +132,30 @@ class ConfigSections(TypedDict, total=False):
     consumers: dict[str, Endpoint]
 
 
+class _CustomConfigRequired(TypedDict):
+    #: The registered endpoint's name.
+    name: str
+
+
+class CustomConfig(_CustomConfigRequired, total=False):
+    """An endpoint registered from Python with mq_bridge.register_endpoint, by name."""
+
+    #: Handed to the endpoint's factory (default {}).
+    config: Any
+
+
+class _CustomMiddlewareRequired(TypedDict):
+    #: The registered middleware's name.
+    name: str
+
+
+class CustomMiddleware(_CustomMiddlewareRequired, total=False):
+    """A middleware registered from Python with mq_bridge.register_middleware, by name."""
+
+    #: Handed to the middleware's factory (default {}).
+    config: Any
+
+
 class _DeadLetterQueueMiddlewareRequired(TypedDict):
     #: The output endpoint that receives the dead letters.
     endpoint: Endpoint
@@ -165,16 +197,22 @@ class Endpoint(TypedDict, total=False):
     """A source or sink of messages: exactly one endpoint key, plus optional middlewares."""
 
     amqp: AmqpConfig
+    custom: CustomConfig
     fanout: FanoutConfig
     file: FileConfig
+    ibmmq: IbmMqConfig
     memory: MemoryConfig
     mqtt: MqttConfig
     nats: NatsConfig
     null: NullConfig
+    reader: ReaderConfig
     redis: RedisConfig
     redis_streams: RedisStreamsConfig
+    ref: RefConfig
     response: ResponseConfig
+    sled: SledConfig
     static: StaticConfig
+    stream_buffer: StreamBufferConfig
     switch: SwitchConfig
     twain: TwainConfig
     #: Middleware around this endpoint, outermost first.
@@ -208,6 +246,40 @@ class FileConfig(_FileConfigRequired, total=False):
     #: Output: opt-in write-behind: how long single sends may wait in a buffer before they are
     #: written (0: each is written before send returns).
     linger_ms: int
+
+
+class _IbmMqConfigRequired(TypedDict):
+    #: host(port), comma-separated for failover.
+    url: str
+    #: The queue manager, e.g. QM1.
+    queue_manager: str
+    #: The server-connection channel.
+    channel: str
+
+
+class IbmMqConfig(_IbmMqConfigRequired, total=False):
+    """Connection settings for an IBM MQ queue manager (needs IBM's MQ client library)."""
+
+    #: Queue for point-to-point messaging.
+    queue: Union[str, None]
+    #: Topic string for publish/subscribe.
+    topic: Union[str, None]
+    #: User name, if the channel needs one.
+    username: Union[str, None]
+    #: Password, if the channel needs one.
+    password: Union[str, None]
+    #: TLS CipherSpec, e.g. ANY_TLS12.
+    cipher_spec: Union[str, None]
+    #: TLS settings (key repository).
+    tls: Union[dict[str, Any], None]
+    #: Largest message, bytes.
+    max_message_size: Union[int, None]
+    #: Get wait, milliseconds.
+    wait_timeout_ms: Union[int, None]
+    #: Accepted; not used.
+    internal_buffer_size: Union[int, None]
+    #: Accepted; not used.
+    disable_status: Union[bool, None]
 
 
 class _LimiterMiddlewareRequired(TypedDict):
@@ -251,6 +323,7 @@ class Middleware(TypedDict, total=False):
     """One middleware: exactly one middleware key with its options."""
 
     buffer: BufferMiddleware
+    custom: CustomMiddleware
     deduplication: DeduplicationMiddleware
     delay: DelayMiddleware
     dlq: DeadLetterQueueMiddleware
@@ -562,6 +635,22 @@ class Route(_RouteRequired, total=False):
     description: str
 
 
+class _SledConfigRequired(TypedDict):
+    #: The store's directory.
+    path: str
+
+
+class SledConfig(_SledConfigRequired, total=False):
+    """An embedded queue in a local directory (kept in a twainmq store, not a sled one)."""
+
+    #: The queue's name (default "default").
+    tree: Union[str, None]
+    #: Input: start at the tree's beginning.
+    read_from_start: bool
+    #: Input: queue mode; acked messages are consumed for good.
+    delete_after_read: bool
+
+
 class _StaticConfigOptionsRequired(TypedDict):
     #: The body text, used verbatim as UTF-8 bytes.
     body: str
@@ -574,6 +663,20 @@ class StaticConfigOptions(_StaticConfigOptionsRequired, total=False):
     raw: bool
     #: Extra metadata on each produced message.
     metadata: dict[str, str]
+
+
+class _StreamBufferConfigRequired(TypedDict):
+    #: The buffer, shared by writers and readers.
+    topic: str
+
+
+class StreamBufferConfig(_StreamBufferConfigRequired, total=False):
+    """A correlated in-process buffer: writers append by correlation_id, a reader reads one."""
+
+    #: Input: the partition to read (required there).
+    correlation_id: Union[str, None]
+    #: Messages per partition (default 100; 0: unbounded).
+    capacity: Union[int, None]
 
 
 _SwitchConfigWhenItemRequired = TypedDict(
@@ -671,6 +774,15 @@ class WeakJoinMiddleware(_WeakJoinMiddlewareRequired, total=False):
 
 #: The outputs that each receive a copy of every batch.
 FanoutConfig = list["Endpoint"]
+
+#: An endpoint read from (a nested input such as `reader`'s).
+InputEndpoint = Endpoint
+
+#: An input endpoint read one message per request (an output that pulls).
+ReaderConfig = Endpoint
+
+#: The name of an endpoint registered from Python with mq_bridge.register_endpoint.
+RefConfig = str
 
 #: Routes by name, the whole document (mq-bridge's root shape).
 RouteMap = dict[str, "Route"]

@@ -12,7 +12,7 @@ check what a schema cannot (one option requiring another), so "valid" means it b
 from __future__ import annotations
 
 import copy
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -26,10 +26,8 @@ from mq_bridge.config.problems import CUSTOM, did_you_mean, show_value
 from mq_bridge.config.schema import Catalog, Plugin, catalog, config_schema, registry_key
 
 __all__ = [
-    "ROADMAP_ENDPOINTS",
     "Role",
     "Target",
-    "not_available_yet",
     "validation_defs",
     "validation_errors",
 ]
@@ -144,27 +142,7 @@ def _declaration_errors(plugin: Plugin, options: Any, name: str) -> Iterator[Val
             yield _error(message, name, *location)
 
 
-#: Endpoints on the roadmap. Those not in the registry yet are "not available yet" rather
-#: than unknown; as each lands in `endpoints/registry.py` it drops out of that answer.
-ROADMAP_ENDPOINTS = frozenset({
-    "nats", "amqp", "mqtt", "redis", "redis_streams", "kafka", "sqlx", "mongodb", "aws",
-    "http", "websocket", "zeromq", "grpc", "ibm_mq", "sled", "reader", "stream_buffer",
-    "ref", "custom",
-})  # fmt: skip
-
-
-def not_available_yet(name: str, registered: Collection[str]) -> str | None:
-    """The answer for an endpoint `name` that is on the roadmap but not registered, or None."""
-    if name not in ROADMAP_ENDPOINTS or name in registered:
-        return None
-    available = ", ".join(sorted(registered)) or "(none registered)"
-    return f"the {name} endpoint is not available yet (planned); available now: {available}"
-
-
 def _unknown(kind: str, name: str, registered: dict[str, Plugin]) -> str:
-    planned = not_available_yet(name, registered) if kind == "endpoint" else None
-    if planned:
-        return planned
     hint = did_you_mean(name, registered)
     if hint:
         return f"unknown {kind}{hint}"

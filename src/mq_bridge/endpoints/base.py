@@ -125,6 +125,8 @@ class BuildContext:
     #: Builds an output endpoint (with its own middlewares) from an endpoint config
     #: such as ``{"memory": {"topic": "dead"}}`` (used by `dlq`, `fanout`, `switch`).
     build_output: Callable[[Mapping[str, Any]], OutputEndpoint] | None = None
+    #: Builds an input endpoint the same way (used by `reader`, which pulls from one).
+    build_input: Callable[[Mapping[str, Any]], InputEndpoint] | None = None
     #: Process-wide shared objects (memory topics, metrics) keyed by name.
     shared: dict[str, Any] = field(default_factory=dict)
     #: Set when the owning route stops: waits (retry backoff, delay, limiter) end early.

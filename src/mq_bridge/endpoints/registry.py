@@ -30,4 +30,10 @@ ENDPOINT_MODULES: dict[str, str] = {
     "redis_streams": "mq_bridge.endpoints.redis.streams",
     "redis": "mq_bridge.endpoints.redis.pubsub",
     "amqp": "mq_bridge.endpoints.amqp",
+    "custom": "mq_bridge.endpoints.custom",
+    "ref": "mq_bridge.endpoints.ref",
+    "reader": "mq_bridge.endpoints.reader",
+    "stream_buffer": "mq_bridge.endpoints.stream_buffer",
+    "sled": "mq_bridge.endpoints.sled",
+    "ibmmq": "mq_bridge.endpoints.ibmmq",
 }

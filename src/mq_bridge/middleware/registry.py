@@ -18,4 +18,5 @@ MIDDLEWARE_MODULES: dict[str, str] = {
     "random_panic": "mq_bridge.middleware.random_panic",
     "buffer": "mq_bridge.middleware.buffer",
     "weak_join": "mq_bridge.middleware.weak_join",
+    "custom": "mq_bridge.middleware.custom",
 }

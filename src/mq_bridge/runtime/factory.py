@@ -34,7 +34,8 @@ def new_context(
     allow_fault_injection: bool = False,
     stopping: threading.Event | None = None,
 ) -> BuildContext:
-    """A build context whose `build_output` builds nested endpoints (fanout, switch, dlq)."""
+    """A build context whose `build_output`/`build_input` build nested endpoints (fanout,
+    switch, dlq, reader)."""
     context = BuildContext(
         route_name=route_name,
         allow_fault_injection=allow_fault_injection,
@@ -42,6 +43,7 @@ def new_context(
         source_metadata=source_metadata_enabled(),
     )
     context.build_output = lambda config: build_output(config, context)
+    context.build_input = lambda config: build_input(config, context)
     return context
 
 
@@ -116,12 +118,6 @@ def _middleware_entries(config: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 def _import(registry: Mapping[str, str], name: str, kind: str) -> ModuleType:
     path = registry.get(name)
-    if path is None and kind == "endpoint":
-        from mq_bridge.config.validation import not_available_yet  # jsonschema: on error only
-
-        planned = not_available_yet(name, registry)
-        if planned:
-            raise ConfigError(planned, path=name)
     if path is None:
         close = difflib.get_close_matches(name, list(registry), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""

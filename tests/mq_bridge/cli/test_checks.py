@@ -123,51 +123,6 @@ def test_version_and_help_list_every_command(capsys: pytest.CaptureFixture[str])
         assert f"    {command} " in out
 
 
-def _planned_but_missing() -> str:
-    """A roadmap endpoint this tree does not have yet (others are landing as we write)."""
-    from mq_bridge.config.validation import ROADMAP_ENDPOINTS
-    from mq_bridge.endpoints.registry import ENDPOINT_MODULES
-
-    missing = sorted(ROADMAP_ENDPOINTS - set(ENDPOINT_MODULES))
-    if not missing:
-        pytest.skip("every roadmap endpoint is registered")
-    return "kafka" if "kafka" in missing else missing[0]
-
-
-def test_a_roadmap_endpoint_not_registered_yet_is_not_available_yet(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    name = _planned_but_missing()
-    config = tmp_path / "planned.yaml"
-    config.write_text(
-        f"routes:\n  r:\n    input: {{{name}: {{}}}}\n    output: {{memory: {{topic: t}}}}\n"
-        "  typo:\n    input: {fiel: {path: x}}\n    output: {memory: {topic: t}}\n"
-    )
-    code, _, err = cli(capsys, "validate", str(config))
-    assert code == 1
-    assert f"routes.r.input.{name}: the {name} endpoint is not available yet (planned)" in err
-    assert "routes.typo.input.fiel: unknown endpoint; did you mean 'file'?" in err
-    code, _, err = cli(capsys, "run", str(config), "--route", "r")
-    assert code == 1 and f"the {name} endpoint is not available yet" in err
-
-
-def test_the_runtime_says_not_available_yet_too() -> None:
-    from mq_bridge.errors import ConfigError
-    from mq_bridge.runtime.factory import build_input, new_context
-
-    name = _planned_but_missing()
-    with pytest.raises(ConfigError, match=f"the {name} endpoint is not available yet"):
-        build_input({name: {}}, new_context("r"))
-
-
-def test_not_available_yet_is_the_roadmap_minus_the_registry() -> None:
-    from mq_bridge.config.validation import not_available_yet
-
-    assert not_available_yet("nats", {"memory"}) is not None
-    assert not_available_yet("nats", {"memory", "nats"}) is None  # landed: a real endpoint
-    assert not_available_yet("natz", {"memory"}) is None  # not planned: unknown
-
-
 def _laughs(levels: int = 9) -> str:
     lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
     lines += [f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 9)}]" for n in range(1, levels)]

@@ -154,3 +154,13 @@ def amqp_case(url: str) -> ContractCase:
 
 
 CASES["amqp"], MARKS["amqp"] = broker_case("amqp", pytest.mark.amqp, amqp_case)
+
+
+def sled_case(tmp_path: Path) -> ContractCase:
+    """sled's queue mode, kept in a twainmq store under tmp_path."""
+    writer = {"sled": {"path": str(tmp_path / "sled"), "tree": "contract"}}
+    reader = {"sled": {**writer["sled"], "read_from_start": True, "delete_after_read": True}}
+    return ContractCase(writer, reader)
+
+
+CASES["sled"] = sled_case

@@ -144,12 +144,12 @@ def _open(options: NatsOptions, tls: Any) -> FastClient:
         return loop_thread().run(_connect(options, tls), 2 * CONNECT_TIMEOUT + 2)
     except (nats.errors.NoServersError, OSError, TimeoutError, asyncio.TimeoutError) as error:
         cause = getattr(error, "__cause__", None) or error
-        if "authorization" in str(cause).lower():
+        if _refused(cause):
             message = f"the server {where} refused the credentials"
             raise ConfigError(message, "nats.username") from error
         raise EndpointUnavailableError(f"nats: cannot connect to {where}: {cause!r}") from error
     except nats.errors.Error as error:
-        if "authorization" in str(error).lower():
+        if _refused(error):
             message = f"the server {where} refused the credentials"
             raise ConfigError(message, "nats.username") from error
         raise EndpointError(f"nats: cannot connect to {where}: {error!r}") from error
@@ -160,7 +160,10 @@ async def _connect(options: NatsOptions, tls: Any) -> FastClient:
     last_error: list[BaseException] = []
 
     async def on_error(error: Exception) -> None:
-        last_error[:] = [error]
+        # A refused login is the error that explains the others: the server may reset the
+        # retry's connection instead of answering it, which must not hide the refusal.
+        if not (last_error and _refused(last_error[0])):
+            last_error[:] = [error]
         log.debug("nats: %r", error)
 
     async def on_disconnect() -> None:
@@ -192,6 +195,10 @@ async def _connect(options: NatsOptions, tls: Any) -> FastClient:
     client.options["max_reconnect_attempts"] = -1
     client.options["reconnect_time_wait"] = RECONNECT_WAIT
     return client
+
+
+def _refused(error: BaseException) -> bool:
+    return "authorization" in str(error).lower()
 
 
 def _close(client: FastClient) -> None:
