@@ -172,7 +172,9 @@ class Route(FromConfig):
         self._endpoints = (source, output)
         reconnect = options.reconnect_interval_ms / 1000
         settings = _settings(options, knobs, self.name, reconnect)
-        deliverer = Deliverer(output, self._stopping, self.name, max_backoff=reconnect)
+        deliverer = Deliverer(
+            output, self._stopping, self.name, max_backoff=reconnect, replies=context.replies
+        )
         gc_policy = GcPolicy(knobs.gc_mode, knobs.gc_threshold)
         return RouteRunner(source, deliverer, settings, self._stopping, gc_policy)
 

@@ -9,6 +9,12 @@ group state, committed offsets, rebuilt segment indexes. The steps, and why each
       or os.link(temp, path) + unlink(temp)   exclusive: fails if path exists (two creators)
     fsync <dir>                               the rename itself survives a power cut
 
+JSON documents read back (group state, committed offsets) carry a ``"crc32"`` member: the
+CRC-32 (8 hex digits) of the document without it, serialized canonically (sorted keys, no
+spaces), so any changed value, cut or appended byte is detected (``read_checked_json`` raises
+``FileChecksumError``) while the file stays readable JSON. Documents written before checksums
+are accepted only with exactly their old set of keys.
+
 ``fsync=False`` skips both fsyncs: the write is still atomic and survives a process crash, not
 necessarily a power cut. A write that fails removes its temporary file; a process killed
 mid-write can leave one behind (a dot-file ending in ``.tmp``, which no reader looks at).
@@ -19,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +68,60 @@ def write_json_atomically(path: Path, document: Any, *, fsync: bool = True) -> N
     """
     data = json.dumps(document, indent=1, sort_keys=True).encode()
     write_file_atomically(path, data, fsync=fsync)
+
+
+CHECKSUM_KEY = "crc32"
+
+
+class FileChecksumError(ValueError):
+    """A file read back that is not what was written: ``path`` and ``reason`` say why."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def _document_crc(document: dict[str, Any]) -> str:
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return f"{zlib.crc32(canonical.encode()):08x}"
+
+
+def write_checked_json_atomically(
+    path: Path, document: dict[str, Any], *, fsync: bool = True, exclusive: bool = False
+) -> None:
+    """Replace (or, ``exclusive``, create) ``path`` with ``document`` and its checksum."""
+    signed = {**document, CHECKSUM_KEY: _document_crc(document)}
+    data = json.dumps(signed, indent=1, sort_keys=True).encode()
+    write_file_atomically(path, data, fsync=fsync, exclusive=exclusive)
+
+
+def read_checked_json(path: Path, legacy_keys: frozenset[str]) -> dict[str, Any] | None:
+    """The checksummed JSON object at ``path`` (without its checksum), or None if the file
+    does not exist. A document without a checksum is accepted only if its keys are exactly
+    ``legacy_keys`` (as written before checksums). Raises FileChecksumError."""
+    try:
+        with open(path, "rb") as file:
+            raw = file.read(1 << 24)
+    except FileNotFoundError:
+        return None
+    try:
+        document = json.loads(raw)
+    except ValueError as exc:  # also bad UTF-8
+        raise FileChecksumError(path, f"not valid JSON ({exc})") from None
+    if not isinstance(document, dict):
+        raise FileChecksumError(path, "not a JSON object")
+    if CHECKSUM_KEY not in document:
+        if set(document) != legacy_keys:
+            raise FileChecksumError(path, "no checksum, and not a file of an older version")
+        return document
+    stored = document.pop(CHECKSUM_KEY)
+    computed = _document_crc(document)
+    if stored != computed:
+        raise FileChecksumError(
+            path, f"checksum mismatch (stored {stored!r}, computed {computed!r})"
+        )
+    return document
 
 
 def read_json(path: Path) -> Any | None:

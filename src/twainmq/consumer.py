@@ -26,7 +26,7 @@ from .errors import (
 )
 from .lookup import log_start, offset_for_timestamp
 from .message import Message
-from .reader import PartitionReader
+from .reader import ON_GAP, PartitionReader
 from .topic import OpenTopic
 
 START_FROM = ("start", "now")
@@ -39,15 +39,29 @@ class Consumer:
 
     Created by ``Twain.consumer(topic, start_from=...)``. Without a group it reads every
     partition; ``assign()`` replaces the partitions it reads and where it reads them from.
+
+    ``on_gap``: what a gap in a partition's offsets does (segment files missing or cut short
+    at a record boundary, by a disk, a backup tool or a hand): ``"raise"`` (the default)
+    raises TopicCorruptError naming the files, the partition and the offsets, on every poll
+    until the consumer is moved past it with ``seek``; ``"skip"`` moves on to the next offset
+    that can be read and logs a warning (logger ``twainmq``) naming them. A record that fails
+    its checks raises in both modes.
     """
 
     def __init__(
-        self, topic: OpenTopic, start_from: str = "start", fetch_bytes: int = DEFAULT_FETCH_BYTES
+        self,
+        topic: OpenTopic,
+        start_from: str = "start",
+        fetch_bytes: int = DEFAULT_FETCH_BYTES,
+        on_gap: str = "raise",
     ) -> None:
         if start_from not in START_FROM:
             raise InvalidOptionError(f'start_from must be "start" or "now", not {start_from!r}')
         if type(fetch_bytes) is not int or fetch_bytes < 1024:
             raise InvalidOptionError(f"fetch_bytes {fetch_bytes!r} must be an integer >= 1024")
+        if on_gap not in ON_GAP:
+            raise InvalidOptionError(f'on_gap must be "raise" or "skip", not {on_gap!r}')
+        self._on_gap = on_gap
         self._topic = topic
         self._fetch_bytes = fetch_bytes
         self._readers: dict[int, PartitionReader] = {}
@@ -177,7 +191,9 @@ class Consumer:
             reader = self._readers.get(partition)
             if reader is None:
                 log = self._topic.log(partition)
-                reader = PartitionReader(log, self._topic.key_type, self._topic.registry)
+                reader = PartitionReader(
+                    log, self._topic.key_type, self._topic.registry, self._on_gap
+                )
                 self._readers[partition] = reader
             reader.seek(offset)
         self._order = [self._readers[p] for p in sorted(self._readers)]

@@ -17,19 +17,34 @@ Record (one message), little-endian, ``HEADER_SIZE`` = 18 bytes before the key::
 Offsets are not stored: a record's offset is its segment's base offset (the file name) plus
 its index in the segment. Records follow each other with no padding.
 
-Index entry (sparse; one per ``index_interval_bytes`` of segment), 16 bytes::
+Index file (sparse; one entry per ``index_interval_bytes`` of segment): an 8-byte magic
+``"TWINDX02"``, then 20-byte entries::
 
-    | relative offset u32 | position u32 | timestamp_us i64 |
+    | relative offset u32 | position u32 | timestamp_us i64 | crc u32 |
+                                                            crc32 of the 16 bytes before it,
+                                                            seeded with the segment base (i64)
+
+The seed ties an entry to its segment: an entry copied from another segment's index fails too.
+An entry that fails its CRC, or does not follow the previous one, is not used (readers count
+records from an earlier entry instead), so a damaged index can slow a seek, never misplace it.
+Legacy indexes (written before checksums: 16-byte entries without CRC or magic) are rebuilt
+from their segments when their partition is first opened (``recovery.py``).
 
 Partition head (the ``head`` file: one page, memory-mapped, updated under the partition lock)::
 
     0                  8                  16                 24                32
-    | magic "TWHEAD01" | segment_base i64 | end_position i64 | next_offset i64 |
-    | index_bytes i64  | next_index_position i64 | zero  | wanted u8 | zero to the page end
-    32                 40                        48      64          65
+    | magic "TWHEAD02" | segment_base i64 | end_position i64 | next_offset i64 |
+    | index_bytes i64  | next_index_position i64 | crc u32 | sealed u32 | zero | wanted u8 |
+    32                 40                        48        52           56     64          65
 
-``wanted`` is set by a writer waiting for the partition lock and cleared by the one that takes
-it (lazy release, ``partition.py``); the rest of the page is zero.
+``crc`` is the CRC-32 of bytes 8..48 (the five fields) and is only kept up to date while no
+writer holds the lock: a writer sets ``sealed`` to 0 when it takes the lock and, before it lets
+go, stores the CRC and then ``sealed`` = ``HEAD_SEALED`` (so a write costs nothing more).
+A head that says sealed but fails its CRC is damaged and recovery recomputes it from the
+segments; one left unsealed (a writer killed while holding the lock) is checked for
+plausibility only, as before checksums. ``"TWHEAD01"`` heads (no CRC) are read once and
+upgraded. ``wanted`` is set by a writer waiting for the partition lock and cleared by the one
+that takes it (lazy release, ``partition.py``); the rest of the page is zero.
 """
 
 from __future__ import annotations
@@ -60,9 +75,19 @@ KEYED_HEADERS = {
     w: struct.Struct(f"<IIqBB{c}") for w, c in ((1, "B"), (2, "H"), (4, "I"), (8, "Q"))
 }
 
-INDEX_ENTRY = struct.Struct("<IIq")
+INDEX_MAGIC = b"TWINDX02"
+INDEX_FIELDS = struct.Struct("<IIq")
+INDEX_ENTRY = struct.Struct("<IIqI")
+#: Entries of indexes written before checksums (no magic, no CRC).
+LEGACY_INDEX_ENTRY = INDEX_FIELDS
 HEAD = struct.Struct("<8sqqqqq")
-HEAD_MAGIC = b"TWHEAD01"
+HEAD_MAGIC = b"TWHEAD02"
+LEGACY_HEAD_MAGIC = b"TWHEAD01"
+#: Byte range of the head's five fields, which its CRC covers.
+HEAD_FIELDS_SPAN = (8, 48)
+HEAD_CHECK = struct.Struct("<II")  # crc, sealed (at HEAD_CHECK_AT)
+HEAD_CHECK_AT = 48
+HEAD_SEALED = 0x5EA1ED02
 
 # Bound once: the producer frames every record through these.
 _pack_length_crc, _pack_timestamp_tag_key_length = LENGTH_AND_CRC.pack, TIMESTAMP_TAG_KEYLEN.pack
@@ -271,3 +296,77 @@ def records_end(buf: bytes, start: int, boundaries: list[tuple[int, int]]) -> in
     last = boundaries[-1][0]
     (length,) = struct.unpack_from("<I", buf, last)
     return int(last + 4 + length)
+
+
+IndexEntry = tuple[int, int, int]
+"""(offset relative to the segment base, byte position, timestamp_us)."""
+
+
+def index_seed(base: int) -> int:
+    """The CRC seed of segment ``base``'s index entries."""
+    return _crc32(_pack_timestamp(base))
+
+
+def pack_index_entry(seed: int, relative: int, position: int, timestamp_us: int) -> bytes:
+    """Return one index entry (``seed`` from ``index_seed``)."""
+    fields = INDEX_FIELDS.pack(relative, position, timestamp_us)
+    return fields + _pack_crc(_crc32(fields, seed))
+
+
+_pack_crc = struct.Struct("<I").pack
+
+
+def index_bytes(base: int, entries: list[IndexEntry]) -> bytes:
+    """Return the bytes of a whole index file holding ``entries``."""
+    seed = index_seed(base)
+    return INDEX_MAGIC + b"".join(pack_index_entry(seed, *entry) for entry in entries)
+
+
+def decode_index(data: bytes, base: int) -> tuple[list[IndexEntry], str | None]:
+    """Return the trustworthy entries of an index file's bytes and what is wrong (None: all
+    well). Entries that fail their CRC, go backwards, or follow an unreadable stretch are
+    left out; so is everything of a file without the magic (legacy or damaged)."""
+    if not data:
+        return [], None
+    if data[: len(INDEX_MAGIC)] != INDEX_MAGIC:
+        return [], "legacy" if is_legacy_index(data) else "bad magic"
+    seed = index_seed(base)
+    entries: list[IndexEntry] = []
+    problem = None
+    crc32, size = _crc32, INDEX_FIELDS.size
+    body = memoryview(data)[len(INDEX_MAGIC) :]
+    whole = len(body) - len(body) % INDEX_ENTRY.size
+    if whole != len(body):
+        problem = f"{len(body) - whole} stray bytes at the end"
+    last = (-1, -1, 0)
+    for at in range(0, whole, INDEX_ENTRY.size):
+        relative, position, stamp, crc = INDEX_ENTRY.unpack_from(body, at)
+        if crc32(body[at : at + size], seed) != crc:
+            problem = problem or f"entry {at // INDEX_ENTRY.size} fails its CRC"
+            continue
+        if relative <= last[0] or position <= last[1]:
+            problem = problem or f"entry {at // INDEX_ENTRY.size} is out of order"
+            continue
+        last = (relative, position, stamp)
+        entries.append(last)
+    return entries, problem
+
+
+def is_legacy_index(data: bytes) -> bool:
+    """Whether ``data`` looks like an index written before checksums (16-byte entries, the
+    first at relative offset 0, position 0)."""
+    size = LEGACY_INDEX_ENTRY.size
+    return len(data) % size == 0 and data[:8] == bytes(8)
+
+
+def decode_legacy_index(data: bytes) -> list[IndexEntry]:
+    """Return the entries of a legacy index (unchecked: only used to find a lost active
+    segment's next offset while migrating)."""
+    usable = len(data) - len(data) % LEGACY_INDEX_ENTRY.size
+    return list(LEGACY_INDEX_ENTRY.iter_unpack(data[:usable]))
+
+
+def head_crc(page: bytes | bytearray | memoryview | Any) -> int:
+    """The CRC of a head page's five fields."""
+    start, stop = HEAD_FIELDS_SPAN
+    return _crc32(page[start:stop])

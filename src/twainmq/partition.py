@@ -34,7 +34,17 @@ from pathlib import Path
 
 from .atomic_files import fsync_directory
 from .config import TopicConfig
-from .encoding import HEAD_MAGIC, INDEX_ENTRY
+from .encoding import (
+    HEAD_CHECK,
+    HEAD_CHECK_AT,
+    HEAD_MAGIC,
+    HEAD_SEALED,
+    INDEX_MAGIC,
+    LEGACY_HEAD_MAGIC,
+    head_crc,
+    index_seed,
+    pack_index_entry,
+)
 from .errors import PartitionLockedError
 from .idle_release import RELEASER
 from .recovery import recover_partition
@@ -65,6 +75,10 @@ _HELD_HERE: set[tuple[int, int]] = set()
 # Heads whose lock a PartitionLog of this process holds lazily: a waiter here asks it directly.
 _LAZY_HERE: dict[tuple[int, int], PartitionLog] = {}
 _unpack_head, _pack_end_and_next = HEAD_FIELDS.unpack_from, END_AND_NEXT.pack_into
+_SEALED_AT = HEAD_CHECK_AT + 4
+_UNSEALED = bytes(4)
+_SEALED = struct.pack("<I", HEAD_SEALED)
+HeadFields = tuple[int, int, int, int, int]
 
 
 class PartitionLog:
@@ -90,6 +104,7 @@ class PartitionLog:
         self._segment_base = -1
         self._segment_fd = -1
         self._index_fd = -1
+        self._index_seed = 0
         self._open_and_recover()
 
     def _open_and_recover(self) -> None:
@@ -100,8 +115,31 @@ class PartitionLog:
             self._wait_for_lock()
         try:
             self.recover()
+            self._seal()
         finally:
             _flock(self._head_fd, _LOCK_UN)
+
+    def _recover_if_holder_died(self) -> None:
+        """Just took the lock: every holder seals the head before it lets go, so a head left
+        unsealed means its last holder died holding the lock, possibly between two stores of
+        a write (the end stored, not yet the next offset): recover, as opening would, before
+        writing on top of that. Otherwise only mark the head as being written."""
+        if (
+            self._head[_SEALED_AT : _SEALED_AT + 4] == _SEALED
+            or self._head[:_FIELDS_AT] != HEAD_MAGIC
+        ):
+            self._unseal()
+        else:
+            self.recover()
+
+    def _unseal(self) -> None:
+        """Mark the head's CRC out of date: this object holds the lock and will write."""
+        self._head[_SEALED_AT : _SEALED_AT + 4] = _UNSEALED
+
+    def _seal(self) -> None:
+        """Store the head's CRC, then mark it current (before letting go of the lock)."""
+        if self._head[:_FIELDS_AT] == HEAD_MAGIC:
+            HEAD_CHECK.pack_into(self._head, HEAD_CHECK_AT, head_crc(self._head), HEAD_SEALED)
 
     def _try_lock(self) -> bool:
         """Take the lock if it is free or lazily held by another writer of this process
@@ -137,6 +175,7 @@ class PartitionLog:
         """Take the lock and keep it after the write (call with ``self._threads`` held)."""
         self._lock()
         self._locked = True
+        self._recover_if_holder_died()
         self._head[_WANTED] = 0
         _LAZY_HERE[self._identity] = self
         RELEASER.add(self)
@@ -147,6 +186,7 @@ class PartitionLog:
         if _LAZY_HERE.get(self._identity) is self:
             del _LAZY_HERE[self._identity]
         RELEASER.discard(self)
+        self._seal()
         _flock(self._head_fd, _LOCK_UN)
 
     def release_if_idle(self) -> bool:
@@ -184,6 +224,7 @@ class PartitionLog:
                 if not self._locked:
                     self._lock()
                     self._locked = True
+                    self._recover_if_holder_died()
                 _LAZY_HERE.pop(self._identity, None)
                 RELEASER.discard(self)
                 self._held = True
@@ -204,8 +245,11 @@ class PartitionLog:
             os.ftruncate(self._head_fd, mmap.PAGESIZE)
 
     def recover(self) -> None:
-        """Cut back a torn tail, rebuild missing indexes, refresh the head. Hold the lock."""
-        head = recover_partition(self.directory, self.config, self.read_head_if_valid())
+        """Cut back a torn tail, rebuild missing or damaged indexes, recompute a damaged
+        head, upgrade a legacy partition. Hold the lock."""
+        fields, legacy = self.read_head_for_recovery()
+        self._unseal()
+        head = recover_partition(self.directory, self.config, fields, legacy)
         self._publish(*head)
         self._head[:_FIELDS_AT] = HEAD_MAGIC
         apply_retention(self.directory, self.config, head[0])
@@ -225,11 +269,16 @@ class PartitionLog:
         _AFTER_BASE.pack_into(self._head, _END_AT, end, next_offset, index_bytes, next_index)
         _BASE.pack_into(self._head, _FIELDS_AT, base)
 
-    def read_head_if_valid(self) -> tuple[int, int, int, int, int] | None:
+    def read_head_if_valid(self) -> HeadFields | None:
         """Return the head fields, or None if the head was never written."""
-        if self._head[:_FIELDS_AT] != HEAD_MAGIC:
+        if self._head[:_FIELDS_AT] not in (HEAD_MAGIC, LEGACY_HEAD_MAGIC):
             return None
         return HEAD_FIELDS.unpack_from(self._head, _FIELDS_AT)
+
+    def read_head_for_recovery(self) -> tuple[HeadFields | None, bool]:
+        """Return the head fields recovery may use (None: none, or damaged: recompute) and
+        whether the head is a legacy one (written before checksums)."""
+        return check_head(bytes(self._head[: HEAD_CHECK_AT + HEAD_CHECK.size]))
 
     def head(self) -> tuple[int, int, int]:
         """Return (active segment base, committed end position, next offset), lock-free.
@@ -321,11 +370,16 @@ class PartitionLog:
         for number, position in enumerate(positions):
             if end + position >= due:
                 entries.append(
-                    INDEX_ENTRY.pack(first - base + number, end + position, timestamp_us)
+                    pack_index_entry(
+                        self._index_seed, first - base + number, end + position, timestamp_us
+                    )
                 )
                 due = end + position + self.config.index_interval_bytes
-        os.pwrite(self._index_fd, b"".join(entries), index_bytes)
-        struct.pack_into("<qq", self._head, _END_AT + 16, index_bytes + 16 * len(entries), due)
+        data = b"".join(entries)
+        if not index_bytes:  # a new index file: its magic first
+            data = INDEX_MAGIC + data
+        os.pwrite(self._index_fd, data, index_bytes)
+        struct.pack_into("<qq", self._head, _END_AT + 16, index_bytes + len(data), due)
 
     def _open_segment(self, base: int) -> None:
         self.close_files()
@@ -334,6 +388,7 @@ class PartitionLog:
         )
         self._index_fd = os.open(index_path(self.directory, base), os.O_RDWR | os.O_CREAT, 0o644)
         self._segment_base = base
+        self._index_seed = index_seed(base)
 
     def _roll(self, next_offset: int, end: int, sync: bool) -> tuple[int, int, int, int]:
         """Seal the active segment at its committed end and start segment ``next_offset``."""
@@ -382,3 +437,21 @@ class PartitionLog:
             self._head.close()
             os.close(self._head_fd)
             self._head_fd = -1
+
+
+def check_head(page: bytes) -> tuple[HeadFields | None, bool]:
+    """Judge a head page's first bytes: (fields recovery may use, legacy?).
+
+    A sealed head must pass its CRC (else None: recompute from the segments); an unsealed
+    one (its writer was killed holding the lock) and a legacy one are used if plausible.
+    """
+    magic = page[:_FIELDS_AT]
+    if magic not in (HEAD_MAGIC, LEGACY_HEAD_MAGIC):
+        return None, False
+    fields: HeadFields = HEAD_FIELDS.unpack_from(page, _FIELDS_AT)
+    if magic == LEGACY_HEAD_MAGIC:
+        return fields, True
+    crc, sealed = HEAD_CHECK.unpack_from(page, HEAD_CHECK_AT)
+    if sealed == HEAD_SEALED:
+        return (fields if crc == head_crc(page) else None), False
+    return (fields if sealed == 0 else None), False

@@ -8,17 +8,24 @@ reached: anything else is a gap (a missing segment, or one cut short at a record
 or an overlap, and raises TopicCorruptError naming the files, the partition and the offsets,
 rather than skipping them or stalling. The check costs one comparison per segment, nothing
 per record. The one gap that is not damage is retention's: a slow reader whose segment and
-the next ones were deleted by retention moves up to the oldest segment kept.
+the next ones were deleted by retention moves up to the durable log start
+(``log_start.py``), which retention records before it deletes anything.
+
+``on_gap="skip"`` (the consumer's option) moves past a gap instead, to the next offset that
+can be read, and logs a warning naming the files, the partition and the offsets skipped.
+A record that fails its checks is never skipped: it raises in both modes.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from functools import partial
 
 from .encoding import HEADER, CorruptRecord, check_length, decode_messages
 from .errors import TopicCorruptError
 from .keys import KeyType
+from .log_start import read_log_start
 from .lookup import locate
 from .message import Message
 from .partition import PartitionLog
@@ -26,17 +33,26 @@ from .payloads import MessageTypeRegistry, decode_dataclass
 from .segments import index_path, list_segments, read_index, segment_path
 
 _SEEK_ATTEMPTS = 5
+ON_GAP = ("raise", "skip")
+logger = logging.getLogger("twainmq")
 
 
 class PartitionReader:
     """Sequential reader of one partition; ``next_offset`` is the next offset it will read."""
 
-    def __init__(self, log: PartitionLog, key_type: KeyType, registry: MessageTypeRegistry) -> None:
+    def __init__(
+        self,
+        log: PartitionLog,
+        key_type: KeyType,
+        registry: MessageTypeRegistry,
+        on_gap: str = "raise",
+    ) -> None:
         self.log = log
+        self._skip_gaps = on_gap == "skip"
         self.partition = log.partition
         self.next_offset = 0
         self._key_width = 0 if key_type.is_text else key_type.width
-        self._pending_error: CorruptRecord | None = None
+        self._pending_error: CorruptRecord | TopicCorruptError | None = None
         self._decode_dataclass = partial(decode_dataclass, registry=registry)
         self._fd = -1
         self._base = -1
@@ -47,7 +63,18 @@ class PartitionReader:
         """Read from ``offset`` next (moved up to the oldest kept offset if it is older)."""
         for attempt in range(_SEEK_ATTEMPTS):
             try:
-                base, position, actual = locate(self.log.directory, offset, self.log.head())
+                head = self.log.head()
+                try:
+                    base, position, actual = locate(self.log.directory, offset, head)
+                except TopicCorruptError as error:
+                    if error.offsets is None:
+                        raise
+                    if not self._skip_gaps:  # raised by fetch, so the consumer can seek on
+                        self.close()
+                        self.next_offset, self._pending_error = offset, error
+                        return
+                    self._warn_skipped(error)
+                    base, position, actual = locate(self.log.directory, offset, head, True)
                 self._open(base)
                 break
             except FileNotFoundError:  # retention deleted the segment meanwhile: look again
@@ -67,7 +94,10 @@ class PartitionReader:
     def fetch(self, max_bytes: int) -> list[Message]:
         """Return the next messages (up to about ``max_bytes`` of records); [] if none."""
         if self._pending_error is not None:
-            error, self._pending_error = self._pending_error, None
+            error = self._pending_error
+            if isinstance(error, TopicCorruptError):
+                raise error  # a gap met by seek: again on every fetch until the next seek
+            self._pending_error = None
             raise self._corrupt(0, error.reason)
         active_base, committed_end, _ = self.log.head()
         if self._base == active_base:
@@ -100,15 +130,19 @@ class PartitionReader:
                     continue
                 self._position = 0
                 return
-            if later and later[0] == bases[0] and self._retains():
+            if reached < read_log_start(directory):
                 # Retention deleted this segment and the next ones under the reader.
                 self.seek(reached)
                 return
-            raise self._gap(sealed, reached, later[0] if later else None, active_base)
+            error = self._gap(sealed, reached, later[0] if later else None, active_base)
+            if not self._skip_gaps or not later or later[0] < reached:
+                raise error
+            self._warn_skipped(error)
+            self.seek(later[0])
+            return
 
-    def _retains(self) -> bool:
-        config = self.log.config
-        return config.retention_bytes is not None or config.retention_seconds is not None
+    def _warn_skipped(self, error: TopicCorruptError) -> None:
+        logger.warning("on_gap=skip: skipping %s", error)
 
     def _gap(
         self, sealed: int, reached: int, following: int | None, active_base: int
@@ -137,7 +171,7 @@ class PartitionReader:
                 offsets=range(following, reached),
             )
         missing_name = segment_path(directory, reached).name
-        indexed = read_index(index_path(directory, sealed))
+        indexed = read_index(index_path(directory, sealed), sealed)
         if indexed and sealed + indexed[-1][0] >= reached:
             # Its own index lists records it no longer holds: the file was cut short.
             path, what = segment_path(directory, sealed), f"{sealed_name} was cut short"

@@ -3,7 +3,9 @@
 Runs under the partition lock when a segment rolls and when a partition is opened. The active
 segment is never deleted. A segment's age is its file's modification time, which is the time
 its last record was written. Readers still holding a deleted segment open finish reading it;
-a reader that needs a deleted offset moves on to the oldest offset still kept.
+a reader that needs a deleted offset moves on to the oldest offset still kept. Before deleting,
+retention records the first offset it keeps as the partition's durable log start
+(``log_start.py``): segments missing above it were not deleted by retention.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import time
 from pathlib import Path
 
 from .config import TopicConfig
+from .log_start import read_log_start, write_log_start
 from .segments import index_path, list_segments, segment_path
 
 
@@ -24,7 +27,7 @@ def apply_retention(directory: Path, config: TopicConfig, active_base: int) -> l
     stats = {b: os.stat(segment_path(directory, b)) for b in bases}
     total = sum(s.st_size for s in stats.values())
     oldest_kept = time.time() - (config.retention_seconds or 0)
-    deleted = []
+    doomed = []
     for base in bases:
         if base >= active_base:
             break
@@ -32,11 +35,17 @@ def apply_retention(directory: Path, config: TopicConfig, active_base: int) -> l
         too_old = config.retention_seconds is not None and stats[base].st_mtime < oldest_kept
         if not (too_big or too_old):
             break
+        total -= stats[base].st_size
+        doomed.append(base)
+    if not doomed:
+        return []
+    kept = bases[len(doomed)]
+    if read_log_start(directory) < kept:
+        write_log_start(directory, kept)
+    for base in doomed:
         os.unlink(segment_path(directory, base))
         try:
             os.unlink(index_path(directory, base))
         except FileNotFoundError:
             pass
-        total -= stats[base].st_size
-        deleted.append(base)
-    return deleted
+    return doomed

@@ -17,14 +17,19 @@ from bisect import bisect_right
 from pathlib import Path
 
 from .atomic_files import write_file_atomically
-from .encoding import HEADER_SIZE, INDEX_ENTRY, MAX_LENGTH, record_boundaries, records_end
+from .encoding import (
+    HEADER_SIZE,
+    MAX_LENGTH,
+    IndexEntry,
+    decode_index,
+    index_bytes,
+    record_boundaries,
+    records_end,
+)
 
 SEGMENT_SUFFIX = ".log"
 INDEX_SUFFIX = ".idx"
 SCAN_CHUNK = 4 * 1024 * 1024
-
-IndexEntry = tuple[int, int, int]
-"""(offset relative to the segment base, byte position, timestamp_us)."""
 
 
 def segment_path(directory: Path, base: int) -> Path:
@@ -56,14 +61,21 @@ def _list_bases(directory: Path, wanted: str) -> list[int]:
     return sorted(bases)
 
 
-def read_index(path: Path) -> list[IndexEntry]:
-    """Return the whole entries of an index file ([] if it is missing)."""
+def read_index(path: Path, base: int) -> list[IndexEntry]:
+    """Return the entries of segment ``base``'s index that pass their checks ([] if the file
+    is missing). Damaged entries are left out: a seek then counts records from an earlier
+    entry, so it is slower, never wrong."""
+    return inspect_index(path, base)[0]
+
+
+def inspect_index(path: Path, base: int) -> tuple[list[IndexEntry], str | None]:
+    """Return the trustworthy entries of an index file and what is wrong with it (None if
+    nothing; "missing" if there is no file; "legacy" for the format before checksums)."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return []
-    usable = len(data) - len(data) % INDEX_ENTRY.size
-    return [entry for entry in INDEX_ENTRY.iter_unpack(data[:usable])]
+        return [], "missing"
+    return decode_index(data, base)
 
 
 def scan_valid(fd: int, start: int, limit: int | None = None) -> list[tuple[int, int]]:
@@ -119,10 +131,12 @@ def build_index(found: list[tuple[int, int]], first: int, interval: int) -> list
     return entries
 
 
-def write_index(path: Path, entries: list[IndexEntry]) -> None:
-    """Replace an index file with ``entries`` (atomically; not synced: a lost index is rebuilt)."""
-    data = b"".join(INDEX_ENTRY.pack(*e) for e in entries)
+def write_index(path: Path, base: int, entries: list[IndexEntry]) -> int:
+    """Replace segment ``base``'s index file with ``entries`` (atomically; not synced: a lost
+    index is rebuilt); return its size in bytes."""
+    data = index_bytes(base, entries)
     write_file_atomically(path, data, fsync=False)
+    return len(data)
 
 
 def nearest_entry(entries: list[IndexEntry], relative_offset: int) -> IndexEntry | None:

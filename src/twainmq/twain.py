@@ -145,7 +145,8 @@ class Twain:
     ) -> Any:
         """A consumer of the topic, reading from ``start_from`` ("start" or "now").
 
-        Without ``group`` it reads every partition itself. ``options``: ``fetch_bytes``.
+        Without ``group`` it reads every partition itself. ``options``: ``fetch_bytes``,
+        ``on_gap`` ("raise" or "skip": see ``Consumer``).
         With ``group`` it joins that consumer group (see ``twainmq.groups.join_group`` for
         its options: ``on_assign``, ``on_revoke``, ``session_timeout``).
         """

@@ -58,11 +58,11 @@ def test_the_index_is_sparse_and_rebuilt_when_missing(tmq: Twain) -> None:
     tmq.create_topic("t", index_interval_bytes=256)
     tmq.producer("t").write_messages((1, "x" * 100) for _ in range(100))
     index_file = partition_dir(tmq, "t") / f"{0:020d}.idx"
-    entries = read_index(index_file)
+    entries = read_index(index_file, 0)
     assert 30 < len(entries) < 100 and entries[0][:2] == (0, 0)
     index_file.unlink()
     consumer = tmq.consumer("t")  # opening the partition rebuilds it
-    assert read_index(index_file) == entries
+    assert read_index(index_file, 0) == entries
     consumer.seek(0, 93)
     assert consumer.poll().offset == 93  # type: ignore[union-attr]
 
@@ -72,10 +72,10 @@ def test_missing_index_of_a_sealed_segment_is_rebuilt(tmq: Twain) -> None:
     tmq.producer("t").write_messages((1, "x" * 100) for _ in range(100))
     assert len(list_segments(partition_dir(tmq, "t"))) > 2
     first_index = partition_dir(tmq, "t") / f"{0:020d}.idx"
-    before = read_index(first_index)
+    before = read_index(first_index, 0)
     first_index.unlink()
     tmq.consumer("t")  # opening the partition repairs it
-    assert read_index(first_index) == before
+    assert read_index(first_index, 0) == before
 
 
 def test_retention_by_bytes_keeps_the_newest_segments(tmq: Twain) -> None:

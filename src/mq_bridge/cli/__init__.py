@@ -6,6 +6,7 @@
     mq-bridge send CONFIG --publisher NAME [--json] [MESSAGE ...]    (stdin without any)
     mq-bridge consume CONFIG --consumer NAME [--max N] [--follow]
     mq-bridge demo                     a durable pipeline on the embedded twainmq log
+    mq-bridge console --root DIR       the web console over a twainmq store
 
 Errors print one line, ``mq-bridge: error: ...``, and exit 1; usage errors exit 2; Ctrl-C
 exits 130 (``run`` treats the first Ctrl-C or SIGTERM as "stop cleanly"). ``run`` exits 3
@@ -28,7 +29,7 @@ __all__ = ["build_parser", "fail", "main"]
 
 #: Modules that add subcommands; each has ``add_parsers(subparsers)`` and sets ``run`` on
 #: its parsers via ``set_defaults(run=...)``.
-_COMMAND_MODULES = ("run", "checks", "messages", "demo")
+_COMMAND_MODULES = ("run", "checks", "messages", "demo", "console")
 
 Command = Callable[[argparse.Namespace], int]
 

@@ -27,6 +27,7 @@ import sys
 from typing import Any
 
 from mq_bridge.cli.config_file import load_routes
+from mq_bridge.cli.console import add_observability_options, observability
 from mq_bridge.cli.handlers import attach_handlers, parse_handler_spec
 from mq_bridge.cli.progress import ProgressReporter, RouteCounter, with_metrics_first
 from mq_bridge.cli.supervisor import supervise
@@ -65,6 +66,7 @@ def add_parsers(subparsers: Any) -> None:
         "being handled or sent keeps its route busy)",
     )  # fmt: skip
     add_output_options(run, quiet_help="print nothing but errors (the exit status still tells)")
+    add_observability_options(run)
     run.set_defaults(run=run_routes)
 
 
@@ -97,7 +99,8 @@ def run_routes(args: argparse.Namespace) -> int:
         [RouteCounter(name) for name in routes], args.progress_interval, quiet=args.quiet
     )
     try:
-        reason = supervise(routes, reporter, stop_when_idle=args.stop_when_idle)
+        with observability(args):
+            reason = supervise(routes, reporter, stop_when_idle=args.stop_when_idle)
     finally:
         reporter.finish()  # an error line, too, must not land on the progress line
     if not args.quiet:

@@ -21,6 +21,8 @@ __all__ = [
     "EndpointConfig",
     "FanoutConfig",
     "FileConfig",
+    "GrpcConfig",
+    "HttpConfig",
     "IbmMqConfig",
     "InputEndpoint",
     "LimiterMiddleware",
@@ -28,6 +30,7 @@ __all__ = [
     "MetricsMiddleware",
     "Middleware",
     "MiddlewareConfig",
+    "MongoDbConfig",
     "MqttConfig",
     "NatsConfig",
     "NullConfig",
@@ -48,6 +51,8 @@ __all__ = [
     "SwitchConfig",
     "TwainConfig",
     "WeakJoinMiddleware",
+    "WebSocketConfig",
+    "ZeroMqConfig",
 ]
 
 
@@ -200,8 +205,11 @@ class Endpoint(TypedDict, total=False):
     custom: CustomConfig
     fanout: FanoutConfig
     file: FileConfig
+    grpc: GrpcConfig
+    http: HttpConfig
     ibmmq: IbmMqConfig
     memory: MemoryConfig
+    mongodb: MongoDbConfig
     mqtt: MqttConfig
     nats: NatsConfig
     null: NullConfig
@@ -215,6 +223,8 @@ class Endpoint(TypedDict, total=False):
     stream_buffer: StreamBufferConfig
     switch: SwitchConfig
     twain: TwainConfig
+    websocket: WebSocketConfig
+    zeromq: ZeroMqConfig
     #: Middleware around this endpoint, outermost first.
     middlewares: list[Middleware]
 
@@ -246,6 +256,205 @@ class FileConfig(_FileConfigRequired, total=False):
     #: Output: opt-in write-behind: how long single sends may wait in a buffer before they are
     #: written (0: each is written before send returns).
     linger_ms: int
+
+
+class GrpcConfigTls(TypedDict, total=False):
+    """TLS configuration (server mode: `cert_file`/`key_file` are the server's certificate,
+    `ca_file` requires and verifies client certificates).
+    """
+
+    #: If true, enable TLS/SSL.
+    required: bool
+    #: Path to the CA certificate file (PEM) that verifies the server; the system's trusted CAs
+    #: when omitted.
+    ca_file: Union[str, None]
+    #: Path to the client certificate file (PEM), for mutual TLS.
+    cert_file: Union[str, None]
+    #: Path to the client private key file (PEM); read from cert_file when omitted.
+    key_file: Union[str, None]
+    #: Password for the private key (if encrypted).
+    cert_password: Union[str, None]
+    #: If true, disable server certificate verification, hostname check included (insecure).
+    accept_invalid_certs: bool
+
+
+class _GrpcConfigRequired(TypedDict):
+    #: The gRPC server URL (e.g. "http://localhost:50051" for a client, "0.0.0.0:50051" for server
+    #: mode; https:// or `tls` for TLS).
+    url: str
+
+
+class GrpcConfig(_GrpcConfigRequired, total=False):
+    """The mq-bridge gRPC service ``mqbridge.Bridge``: a server input or a client output."""
+
+    #: Topic used for both subscribe and publish paths (sent as the `mq_bridge.topic` metadata;
+    #: "default" when unset).
+    topic: Union[str, None]
+    #: (Client input) Stable subscription identity used for ack tracking and redelivery; a fresh id
+    #: per consumer when unset.
+    consumer_id: Union[str, None]
+    #: Compatibility timeout in ms: the fallback for `connect_timeout_ms` and `request_timeout_ms`.
+    #: In server mode, how long a Publish waits for the route to settle the message before
+    #: answering NACK (unset: no bound).
+    timeout_ms: Union[int, None]
+    #: Maximum time to establish a connection.
+    connect_timeout_ms: Union[int, None]
+    #: Maximum time for one RPC (a Publish until its answer). Default 30000.
+    request_timeout_ms: Union[int, None]
+    #: (Client input) Reconnect a Subscribe stream that stays idle this long.
+    idle_stream_timeout_ms: Union[int, None]
+    #: Accepted for mq-bridge configs; unused.
+    overall_timeout_ms: Union[int, None]
+    #: TLS configuration (server mode: `cert_file`/`key_file` are the server's certificate,
+    #: `ca_file` requires and verifies client certificates).
+    tls: GrpcConfigTls
+    #: If true, start an embedded gRPC server that accepts Publish / PublishBatch RPCs (and serves
+    #: Subscribe / Acknowledge). If false, be a client.
+    server_mode: bool
+    #: HTTP/2 stream-level initial window size in bytes.
+    initial_stream_window_size: Union[int, None]
+    #: HTTP/2 connection-level initial window size in bytes.
+    initial_connection_window_size: Union[int, None]
+    #: (Server mode) Maximum concurrent RPCs per connection (grpcio applies it as the server-wide
+    #: maximum of concurrent streams per connection).
+    concurrency_limit_per_connection: Union[int, None]
+    #: HTTP/2 keepalive ping interval in ms.
+    http2_keepalive_interval_ms: Union[int, None]
+    #: Timeout for a keepalive ping acknowledgement in ms.
+    http2_keepalive_timeout_ms: Union[int, None]
+    #: Maximum size of a received message in bytes. Default 4 MiB.
+    max_decoding_message_size: Union[int, None]
+    #: Maximum size of a sent message in bytes. Default unlimited.
+    max_encoding_message_size: Union[int, None]
+    #: Not supported (dynamic calls).
+    descriptor_set_path: Union[str, None]
+    #: Not supported (dynamic calls).
+    descriptor_set_bytes: Union[list[int], None]
+    #: Not supported (dynamic calls).
+    reflection: bool
+    #: Not supported (dynamic calls).
+    service_name: Union[str, None]
+    #: Not supported (dynamic calls).
+    method_name: Union[str, None]
+    #: Not supported (dynamic calls).
+    request: Any
+    #: Accepted for mq-bridge configs; unused.
+    server_streaming: bool
+    #: Static metadata of dynamic calls: not supported.
+    metadata: Union[dict[str, str], None]
+    #: Static binary metadata of dynamic calls: not supported.
+    binary_metadata: Union[dict[str, list[int]], None]
+    #: Not supported (dynamic calls).
+    bearer_token: Union[str, None]
+    #: Not supported (dynamic calls).
+    api_key: Union[str, None]
+    #: Not supported (dynamic calls).
+    api_key_name: Union[str, None]
+    #: (Publisher) Share one gRPC channel per connection settings; false forces a dedicated
+    #: channel.
+    shared: Union[bool, None]
+
+
+class HttpConfigTls(TypedDict, total=False):
+    """TLS configuration. A consumer listens with `cert_file` and `key_file` (and requires client
+    certificates signed by `ca_file` when set); a publisher uses it for an https:// URL.
+    """
+
+    #: If true, enable TLS/SSL.
+    required: bool
+    #: Path to the CA certificate file (PEM) that verifies the server; the system's trusted CAs
+    #: when omitted.
+    ca_file: Union[str, None]
+    #: Path to the client certificate file (PEM), for mutual TLS.
+    cert_file: Union[str, None]
+    #: Path to the client private key file (PEM); read from cert_file when omitted.
+    key_file: Union[str, None]
+    #: Password for the private key (if encrypted).
+    cert_password: Union[str, None]
+    #: If true, disable server certificate verification, hostname check included (insecure).
+    accept_invalid_certs: bool
+
+
+class _HttpConfigRequired(TypedDict):
+    #: For consumers, the listen address (e.g., "0.0.0.0:8080"). For publishers, the target URL.
+    url: str
+
+
+class HttpConfig(_HttpConfigRequired, total=False):
+    """General HTTP connection configuration (mq-bridge's ``HttpConfig``)."""
+
+    #: (Consumer only) Optional request path filter. If set, only requests whose URI path matches
+    #: exactly are delivered to this consumer.
+    path: Union[str, None]
+    #: (Optional) HTTP method. For publishers: the method to use (defaults to POST). For consumers:
+    #: restrict to this method (others return 405).
+    method: Union[str, None]
+    #: TLS configuration. A consumer listens with `cert_file` and `key_file` (and requires client
+    #: certificates signed by `ca_file` when set); a publisher uses it for an https:// URL.
+    tls: HttpConfigTls
+    #: (Consumer only) Number of worker threads to use. Accepted for compatibility: the server runs
+    #: on one asyncio loop.
+    workers: Union[int, None]
+    #: (Consumer only) Header key to extract the message ID from. Defaults to "message-id".
+    message_id_header: Union[str, None]
+    #: Timeout for HTTP requests in milliseconds. For consumers, it's the request-reply timeout
+    #: (body read included; 504 after it). For publishers, it's the timeout for each individual
+    #: request. Defaults to 30000ms; 0 = no limit.
+    request_timeout_ms: Union[int, None]
+    #: (Consumer only) Internal buffer size for the channel. Defaults to 100.
+    internal_buffer_size: Union[int, None]
+    #: (Consumer only) If true, respond immediately with 202 Accepted without waiting for
+    #: downstream processing. Defaults to false.
+    fire_and_forget: bool
+    #: (Consumer only) If true, read request bodies as a stream and emit each received stream item
+    #: (SSE event, NDJSON / JSON line) as a separate message.
+    receive_streamable: bool
+    #: (Consumer only) Accepted for compatibility; every route takes the normal route path here.
+    inline_response_fast_path: Union[bool, None]
+    #: (Consumer only) Restrict which HTTP protocol versions a server listener accepts. This server
+    #: speaks HTTP/1.x: `auto` and `http1_only` mean HTTP/1.x; `http2_only` is refused.
+    server_protocol: Literal["auto", "http1_only", "http2_only"]
+    #: (Publisher only) Optional endpoint that receives streamed HTTP response items as correlated
+    #: messages (`correlation_id`, `http_stream_id`, `http_stream_index`, `http_stream_format`,
+    #: `http_stream_end` metadata).
+    stream_response_to: Union[Endpoint, None]
+    #: (Publisher only) The number of concurrent HTTP requests to send in a batch. Defaults to 20.
+    batch_concurrency: Union[int, None]
+    #: (Publisher only) TCP keepalive timeout for the underlying connection pool in milliseconds.
+    #: Defaults to 60000ms.
+    tcp_keepalive_ms: Union[int, None]
+    #: (Publisher only) Timeout for idle connections in the connection pool in milliseconds.
+    #: Defaults to 90000ms.
+    pool_idle_timeout_ms: Union[int, None]
+    #: Enable gzip compression for request/response bodies exceeding the threshold (a consumer
+    #: compresses responses for clients that accept gzip). Defaults to false.
+    compression_enabled: Union[bool, None]
+    #: Minimum message size in bytes to compress. Defaults to 1024 bytes.
+    compression_threshold_bytes: Union[int, None]
+    #: (Publisher only) Codec for the request body (`none`, `gzip`); overrides
+    #: `compression_enabled`. `lz4` and `zstd` are refused here.
+    compression: Literal["none", "gzip", "lz4", "zstd"]
+    #: (Consumer only) Maximum number of concurrent requests to handle; more get 503. Defaults to
+    #: 100; 0 = no limit.
+    concurrency_limit: Union[int, None]
+    #: HTTP Basic Authentication credentials (username, password). For consumers: validates
+    #: incoming requests. For publishers: adds Authorization header.
+    basic_auth: Union[list[Any], None]
+    #: Custom headers as key-value pairs (e.g., {"X-API-Key": "token123"}). Added to outgoing HTTP
+    #: headers for both consumers (responses) and publishers.
+    custom_headers: Union[dict[str, str], None]
+    #: (Publisher only) Share one HTTP client per connection (default: true); false forces a
+    #: dedicated client.
+    shared: Union[bool, None]
+    #: (Consumer only) Largest request body in bytes, also after decompression; a larger one gets
+    #: 413. Defaults to 256 MiB.
+    max_body_bytes: Union[int, None]
+    #: (Consumer only) Close a connection whose request head takes longer than this, or that stays
+    #: idle between requests for longer. Unset: 30000 ms; 0 = no limit.
+    header_read_timeout_ms: Union[int, None]
+    #: (Publisher) Treat every HTTP response status as response data instead of classifying non-2xx
+    #: statuses as publisher errors.
+    pass_through_status: bool
 
 
 class _IbmMqConfigRequired(TypedDict):
@@ -332,6 +541,95 @@ class Middleware(TypedDict, total=False):
     random_panic: RandomPanicMiddleware
     retry: RetryMiddleware
     weak_join: WeakJoinMiddleware
+
+
+class MongoDbConfigTls(TypedDict, total=False):
+    """TLS: a private CA in `ca_file`, a client certificate in `cert_file` (and `key_file`),
+    `accept_invalid_certs` for tlsAllowInvalidCertificates.
+    """
+
+    #: If true, enable TLS/SSL.
+    required: bool
+    #: Path to the CA certificate file (PEM) that verifies the server; the system's trusted CAs
+    #: when omitted.
+    ca_file: Union[str, None]
+    #: Path to the client certificate file (PEM), for mutual TLS.
+    cert_file: Union[str, None]
+    #: Path to the client private key file (PEM); read from cert_file when omitted.
+    key_file: Union[str, None]
+    #: Password for the private key (if encrypted).
+    cert_password: Union[str, None]
+    #: If true, disable server certificate verification, hostname check included (insecure).
+    accept_invalid_certs: bool
+
+
+class _MongoDbConfigRequired(TypedDict):
+    #: MongoDB connection string URI (`mongodb://` or `mongodb+srv://`); may list several hosts for
+    #: a replica set. Userinfo in it is treated as a secret. URI options (`w`,
+    #: `serverSelectionTimeoutMS`, `tls`, ...) are passed to pymongo.
+    url: str
+    #: The database name.
+    database: str
+
+
+class MongoDbConfig(_MongoDbConfigRequired, total=False):
+    """A MongoDB collection: a work queue (claim, delete on ack) or a change stream."""
+
+    #: The MongoDB collection name (required).
+    collection: Union[str, None]
+    #: Optional username. Takes precedence over credentials in the `url`.
+    username: Union[str, None]
+    #: Optional password. Takes precedence over credentials in the `url`.
+    password: Union[str, None]
+    #: TLS: a private CA in `ca_file`, a client certificate in `cert_file` (and `key_file`),
+    #: `accept_invalid_certs` for tlsAllowInvalidCertificates.
+    tls: MongoDbConfigTls
+    #: (Consumer only) Polling interval in milliseconds for the work queue when it finds nothing to
+    #: claim. Defaults to 100ms.
+    polling_interval_ms: Union[int, None]
+    #: (Publisher only) First polling interval in milliseconds while waiting for a reply (grows by
+    #: half each time, to 500ms). Defaults to 50ms.
+    reply_polling_ms: Union[int, None]
+    #: (Publisher only) Index the `<collection>_replies` collection for requests at connect.
+    #: `Publisher.request` waits for the reply there either way.
+    request_reply: bool
+    #: (Consumer only) If true, use a Change Stream (**Subscriber mode**): every consumer sees
+    #: every inserted document, nothing is deleted. Defaults to false (work queue: competing
+    #: consumers claim and delete documents).
+    change_stream: bool
+    #: (Consumer only, mq-bridge 1.2.0's name) `delete`/`consumer` = the work queue, `capture_new`
+    #: = the change stream. When set it wins over `change_stream`.
+    consume: Union[Literal["delete", "consumer", "capture_new"], None]
+    #: (Publisher only) Timeout for request-reply operations in milliseconds. Defaults to 30000ms.
+    request_timeout_ms: Union[int, None]
+    #: (Publisher only) If set, a TTL index on `created_at` removes documents this many seconds
+    #: after they were written (replies too).
+    ttl_seconds: Union[int, None]
+    #: (Publisher only) If set and the collection does not exist yet, create it as a capped
+    #: collection of this size in bytes.
+    capped_size_bytes: Union[int, None]
+    #: How documents hold messages: `normal` (payload as binary), `json` (payload as a BSON value
+    #: when it is JSON), `text` (payload as a string when it is UTF-8), `raw` (the JSON payload is
+    #: the document itself). Readers accept all four.
+    format: Literal["normal", "json", "text", "raw", "envelope", "envelope_json", "envelope_text", "payload"]
+    #: (Change stream) Persist the position (the resume token of the last acknowledged event) under
+    #: this name, and resume from it. Without it a subscriber starts at the current end of the
+    #: stream (ephemeral).
+    cursor_id: Union[str, None]
+    #: (Consumer only) A MongoDB filter as a JSON string (e.g. '{"type": "notification"}'): only
+    #: matching documents are claimed or delivered.
+    receive_query: Union[str, None]
+    #: (Change stream) Collection that stores cursor positions. Defaults to the message collection.
+    meta_collection: Union[str, None]
+    #: Share one MongoDB client per connection (default: true); false forces a dedicated client.
+    shared: Union[bool, None]
+    #: (Consumer only, ours) How long a claimed document stays locked: a consumer that dies holding
+    #: it releases it after this long. Defaults to 60000ms (the peer's fixed 60s).
+    lock_duration_ms: int
+    #: (ours) How a message id becomes the document `_id`: `uuid` (BSON UUID, binary subtype 4: mq-
+    #: bridge's layout) or `hex` (32 hex digits: for servers that cannot update documents with a
+    #: binary `_id`, such as the NX-27017 emulator).
+    id_format: Literal["uuid", "hex"]
 
 
 class MqttConfigTls(TypedDict, total=False):
@@ -770,6 +1068,102 @@ class WeakJoinMiddleware(_WeakJoinMiddlewareRequired, total=False):
     on_timeout: Literal["fire", "discard"]
     #: When members are acknowledged: on_join (with the joined message) or on_receive.
     ack: Literal["on_join", "on_receive"]
+
+
+class WebSocketConfigTls(TypedDict, total=False):
+    """TLS: a consumer listens with `cert_file` and `key_file`; a publisher uses it for a `wss://`
+    URL.
+    """
+
+    #: If true, enable TLS/SSL.
+    required: bool
+    #: Path to the CA certificate file (PEM) that verifies the server; the system's trusted CAs
+    #: when omitted.
+    ca_file: Union[str, None]
+    #: Path to the client certificate file (PEM), for mutual TLS.
+    cert_file: Union[str, None]
+    #: Path to the client private key file (PEM); read from cert_file when omitted.
+    key_file: Union[str, None]
+    #: Password for the private key (if encrypted).
+    cert_password: Union[str, None]
+    #: If true, disable server certificate verification, hostname check included (insecure).
+    accept_invalid_certs: bool
+
+
+class _WebSocketConfigRequired(TypedDict):
+    #: For consumers, the listen address (e.g. "0.0.0.0:9000"). For publishers, the target URL
+    #: (ws:// or wss://).
+    url: str
+
+
+class WebSocketConfig(_WebSocketConfigRequired, total=False):
+    """WebSocket connection configuration (mq-bridge's ``WebSocketConfig``)."""
+
+    #: (Consumer only) Optional request path filter. If set, only upgrade requests whose URI path
+    #: matches exactly are delivered to this consumer.
+    path: Union[str, None]
+    #: (Consumer only) Header key to extract the message ID from the WebSocket handshake (the first
+    #: frame of the connection gets it). Defaults to "message-id".
+    message_id_header: Union[str, None]
+    #: (Consumer only) Frames queued for the route before readers wait. Defaults to 100.
+    routed_queue_capacity: Union[int, None]
+    #: (Consumer only) TCP listen backlog for the accept socket. Defaults to 4096.
+    backlog: Union[int, None]
+    #: (Consumer only) Accepted for compatibility: every route runs through the normal route
+    #: pipeline here (`direct_only` is refused).
+    execution_mode: Literal["auto", "direct_only", "routed"]
+    #: TLS: a consumer listens with `cert_file` and `key_file`; a publisher uses it for a `wss://`
+    #: URL.
+    tls: WebSocketConfigTls
+    #: HTTP Basic credentials (username, password): a consumer requires them, a publisher sends
+    #: them.
+    basic_auth: Union[list[Any], None]
+    #: (Consumer only) Maximum number of concurrent connections; additional connections receive
+    #: 503. Unset = no limit.
+    max_connections: Union[int, None]
+    #: (Ours) Largest frame (message) accepted; a larger one closes the connection with code 1009.
+    #: Defaults to 16 MiB.
+    max_message_bytes: Union[int, None]
+    #: (Ours, publisher) How long `request` waits for the reply frame, and a send for the
+    #: connection. Defaults to 30000ms; 0 = no limit.
+    request_timeout_ms: Union[int, None]
+
+
+class _ZeroMqConfigRequired(TypedDict):
+    #: The ZeroMQ URL (e.g. "tcp://127.0.0.1:5555"); with `bind`, the address to listen on
+    #: ("tcp://*:5555" for every interface).
+    url: str
+
+
+class ZeroMqConfig(_ZeroMqConfigRequired, total=False):
+    """ZeroMQ sockets: push/pull, pub/sub and req/rep (mq-bridge's ``ZeroMqConfig``)."""
+
+    #: The socket type (push, pull, pub, sub, req, rep). Default: pull for an input, push for an
+    #: output.
+    socket_type: Union[Literal["push", "pull", "pub", "sub", "req", "rep"], None]
+    #: Topic: the prefix a SUB socket filters on, or the topic frame a PUB socket sends first
+    #: (none: a SUB receives everything, a PUB sends no topic frame).
+    topic: Union[str, None]
+    #: If true, bind to the address. If false, connect.
+    bind: bool
+    #: Accepted for mq-bridge configs; libzmq's high-water marks (1000 messages per peer) bound the
+    #: queues here.
+    internal_buffer_size: Union[int, None]
+    #: Wire format: `json` (default, mq-bridge-py 0.3.2's) sends each batch as one frame holding a
+    #: JSON array of canonical messages (id, payload, metadata); `raw` sends the payload bytes, one
+    #: message per frame (no metadata); `raw_framed` (mq-bridge 1.2.0's default) sends a JSON
+    #: metadata frame followed by the payload frame. REQ/REP replies are always a JSON array of
+    #: canonical messages.
+    format: Union[Literal["json", "raw", "raw_framed"], None]
+    #: Accepted for mq-bridge 1.2.0 configs: this endpoint always uses libzmq (pyzmq), which speaks
+    #: the same ZMTP protocol as either of the peer's backends.
+    backend: Union[Literal["zmq", "omq", "try_omq"], None]
+    #: (Publisher) Timeout in ms for one request/reply exchange, and for a send waiting for a peer
+    #: to take its messages (no connected peer, or its queue full).
+    request_timeout_ms: Union[int, None]
+    #: (Consumer) The largest message in bytes a peer may send (libzmq `ZMQ_MAXMSGSIZE`): a peer
+    #: that sends a larger one is disconnected. Default 64 MiB.
+    max_message_size: Union[int, None]
 
 
 #: The outputs that each receive a copy of every batch.

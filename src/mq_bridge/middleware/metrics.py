@@ -10,7 +10,8 @@ Input and output. Figures go to one process-wide registry, `METRICS`; read them 
         "input": {"memory:orders.in": {
             "messages": 1200, "batches": 3, "acked": 1200, "nacked": 0, "failed": 0,
             "latency_ms": {...}}},
-        "route": {"delivery": {"dropped": 2, "dead_lettered": 5}}}}
+        "route": {"delivery": {"dropped": 2, "dead_lettered": 5},
+                  "runner": {"received": 1200, "handled": 1200, "sent": 1198, ...}}}}
 
 ``failed`` counts, on an output, the messages a send failed (each attempt that reaches this
 middleware); on an input, the receives that raised.
@@ -22,6 +23,11 @@ key appears with the first drop); ``dead_lettered`` counts those a ``dlq`` middl
 the route sent to its dead-letter endpoint, as seen by a metrics middleware on that
 endpoint (``dlq: {endpoint: {..., middlewares: [{metrics: {}}]}}``; ``mq-bridge run``
 adds it). Read them with `delivery_outcomes(route)`.
+
+``route.runner`` holds the route runner's own counters (received, handled, sent, acked,
+nacked, retried, dropped, dead_lettered, errors, in_flight), kept for every route with or
+without a metrics middleware. They, the delivery outcomes above, ``/metrics`` and the
+console read the same `RouteCounters` (``mq_bridge.observability.counters``): one source.
 
 On an output, latency is the time one `send` took (for a route that includes its handler,
 which runs on the output side). On an input, it is the time from handing a batch out to its
@@ -44,6 +50,12 @@ from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint, OutputE
 from mq_bridge.errors import SendError
 from mq_bridge.message import Message
 from mq_bridge.middleware.base import InputMiddleware, OutputMiddleware
+from mq_bridge.observability.counters import (
+    STAGES,
+    all_route_counters,
+    reset_route_counters,
+    route_counters,
+)
 
 __all__ = [
     "METRICS",
@@ -109,9 +121,8 @@ class Latency:
 _COUNTERS = {
     "input": ("messages", "batches", "acked", "nacked", "failed"),
     "output": ("messages", "batches", "failed"),
-    "route": ("dropped", "dead_lettered"),
 }
-_OUTCOMES = ("route", "delivery")
+_OUTCOME_NAMES = ("dropped", "dead_lettered")
 #: Metadata a `dlq` middleware puts on each dead letter: the route that failed it.
 _DLQ_ROUTE = "mqb.dlq.route"
 
@@ -123,7 +134,7 @@ class Series:
         self.side = side
         self.lock = threading.Lock()
         self.counters = dict.fromkeys(_COUNTERS[side], 0)
-        self.latency: Latency | None = None if side == "route" else Latency()
+        self.latency = Latency()
 
     def add(self, seconds: float | None = None, **counts: int) -> None:
         with self.lock:
@@ -134,8 +145,6 @@ class Series:
 
     def as_dict(self) -> dict[str, Any]:
         with self.lock:
-            if self.latency is None:
-                return dict(self.counters)
             return {**self.counters, "latency_ms": self.latency.as_dict()}
 
 
@@ -154,19 +163,30 @@ class MetricsRegistry:
                 self._series[key] = Series(side)
             return self._series[key]
 
-    def snapshot(self) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
-        """A copy of every figure: route -> side -> endpoint -> figures."""
+    def series_items(self) -> list[tuple[tuple[str, str, str], Series]]:
+        """``((route, side, endpoint), series)`` for every series."""
         with self._lock:
-            items = list(self._series.items())
+            return list(self._series.items())
+
+    def snapshot(self) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
+        """A copy of every figure: route -> side -> endpoint -> figures (the ``route``
+        side: the route runner's counters, see the module's docstring)."""
         result: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
-        for (route, side, endpoint), series in items:
+        for (route, side, endpoint), series in self.series_items():
             result.setdefault(route, {}).setdefault(side, {})[endpoint] = series.as_dict()
+        for counters in all_route_counters():
+            totals = counters.totals()
+            figures = result.setdefault(counters.route, {}).setdefault("route", {})
+            figures["runner"] = {k: totals[k] for k in (*STAGES, "errors", "in_flight")}
+            if any(totals[name] for name in _OUTCOME_NAMES):
+                figures["delivery"] = {name: totals[name] for name in _OUTCOME_NAMES}
         return result
 
     def reset(self) -> None:
         """Forget every figure (tests, or a process that reports and restarts its counts)."""
         with self._lock:
             self._series.clear()
+        reset_route_counters()
 
 
 METRICS = MetricsRegistry()
@@ -180,13 +200,13 @@ def metrics_snapshot() -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
 def record_delivery_outcome(route: str, dropped: int = 0, dead_lettered: int = 0) -> None:
     """Count messages of `route` that failed for good: dropped, or sent to a dead-letter
     endpoint (they show under ``metrics_snapshot()[route]["route"]["delivery"]``)."""
-    METRICS.series(route, *_OUTCOMES).add(dropped=dropped, dead_lettered=dead_lettered)
+    route_counters(route).add(dropped=dropped, dead_lettered=dead_lettered)
 
 
 def delivery_outcomes(route: str) -> dict[str, int]:
     """``{"dropped": n, "dead_lettered": m}`` for `route` so far in this process."""
-    figures = METRICS.snapshot().get(route, {}).get(_OUTCOMES[0], {}).get(_OUTCOMES[1], {})
-    return {name: int(figures.get(name, 0)) for name in _COUNTERS["route"]}
+    totals = route_counters(route).totals()
+    return {name: int(totals[name]) for name in _OUTCOME_NAMES}
 
 
 class MetricsOutput(OutputMiddleware):

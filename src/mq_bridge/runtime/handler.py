@@ -20,13 +20,21 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+import time
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mq_bridge.endpoints.base import OutputEndpoint
 from mq_bridge.errors import NonRetryableError, SendError
 from mq_bridge.message import Message, dump_json
 from mq_bridge.middleware.base import OutputMiddleware
+from mq_bridge.observability.counters import HANDLER_SECONDS_BOUNDS
+
+if TYPE_CHECKING:
+    from mq_bridge.observability.counters import RouteCounters
+
+perf_counter = time.perf_counter
 
 __all__ = ["Handler", "HandlerStage", "KindDispatcher", "to_output_message"]
 
@@ -89,7 +97,11 @@ class KindDispatcher:
 
 
 class HandlerStage(OutputMiddleware):
-    """Runs the handler over a batch, then sends the results to the wrapped output."""
+    """Runs the handler over a batch, then sends the results to the wrapped output.
+
+    With `counters` set (the route's deliverer sets them), it counts the messages the
+    handler handled, the time it took per batch, and the results the output took.
+    """
 
     def __init__(self, inner: OutputEndpoint, handler: Handler, may_await: bool) -> None:
         super().__init__(inner)
@@ -97,8 +109,11 @@ class HandlerStage(OutputMiddleware):
         self._may_await = may_await
         self._loops = threading.local()
         self._all_loops: list[asyncio.AbstractEventLoop] = []
+        self.counters: RouteCounters | None = None
 
     def send(self, messages: Sequence[Message]) -> None:
+        counters = self.counters
+        started = perf_counter() if counters is not None else 0.0
         handler = self._handler
         convert = to_output_message
         results: list[Message] = []
@@ -125,10 +140,33 @@ class HandlerStage(OutputMiddleware):
                 origins.append(index)
         if pending:
             self._await_all(messages, pending, results, origins, failures)
-        if results:
+        if counters is not None:
+            self._count_and_forward(counters, len(messages), results, origins, failures, started)
+        elif results:
             self._forward(results, origins, failures)
         if failures:
             raise SendError(failures)
+
+    def _count_and_forward(
+        self,
+        counters: RouteCounters,
+        count: int,
+        results: list[Message],
+        origins: list[int],
+        failures: dict[int, BaseException],
+        started: float,
+    ) -> None:
+        """Count what the handler handled and its time, then forward and count what the
+        output took."""
+        cell = counters.cell()
+        elapsed = perf_counter() - started
+        cell.handler_buckets[bisect_left(HANDLER_SECONDS_BOUNDS, elapsed)] += 1
+        cell.handler_sum += elapsed
+        cell.handled += count - len(failures)
+        if results:
+            before = len(failures)
+            self._forward(results, origins, failures)
+            cell.sent += len(results) - (len(failures) - before)
 
     def send_one(self, message: Message) -> None:
         self.send((message,))

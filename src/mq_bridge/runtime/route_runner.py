@@ -14,6 +14,10 @@ In-flight batches are bounded by `commit_concurrency_limit` (the route stops rea
 a commit finishes) and by MQ_BRIDGE_PY_HANDLER_CONCURRENCY (max batches being handled).
 Once one batch is nacked (the route stopped while retrying it), every later one is nacked
 too, so cumulative-ack inputs never ack past a message that was not delivered.
+
+The loop counts what it receives, acks and nacks (and its reconnects) in the route's
+`RouteCounters` (``mq_bridge.observability.counters``): one thread-private cell per
+writing thread, a few integer additions per batch.
 """
 
 from __future__ import annotations
@@ -21,11 +25,14 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from mq_bridge.endpoints.base import Batch, InputEndpoint
 from mq_bridge.errors import is_retriable
+from mq_bridge.message import Message
+from mq_bridge.observability.counters import route_counters
 from mq_bridge.runtime.delivery import Deliverer
 from mq_bridge.runtime.gc_policy import GcPolicy
 
@@ -67,35 +74,51 @@ class RouteRunner:
         self._stopping = stopping
         self._gc = gc_policy
         self.error: BaseException | None = None
+        self._counters = route_counters(settings.name)
+        self._counters.attach(source, deliverer.output)
+        self._deliver: Callable[[Sequence[Message]], bool] = deliverer.deliver
+        from mq_bridge.observability import tracing
+
+        if tracing.enabled():  # off: nothing wraps delivery, so it costs nothing
+            self._deliver = tracing.traced_delivery(
+                self._deliver, settings.name, source.describe(), deliverer.output.describe()
+            )
 
     def run(self) -> None:
         """The route thread's body: never raises; a fatal error is kept in `error`."""
         self._gc.begin()
+        self._counters.set_running(True)
         try:
             self._run_pipelined() if self._settings.pipelined else self._run_direct()
         except BaseException as error:  # kept for join() to re-raise in the caller
             _log.error("route %s stopped on an error: %r", self._settings.name, error)
             self.error = error
         finally:
+            self._counters.set_running(False)
             self._gc.end()
 
     def _run_direct(self) -> None:
-        deliver = self._deliverer.deliver
+        deliver = self._deliver
         source = self._input
         stopping = self._stopping
         gc_tick = self._gc.tick
+        cell = self._counters.cell()
         while not stopping.is_set():
             batch = self._receive()
             if batch is None:
                 break
             if not batch:
                 continue
+            size = len(batch.messages)
+            cell.observe_batch(size)
             if deliver(batch.messages):
                 source.ack(batch)
+                cell.acked += size
             else:
                 source.nack(batch)
+                cell.nacked += size
                 break
-            gc_tick(len(batch.messages))
+            gc_tick(size)
 
     def _receive(self) -> Batch | None:
         """The next batch (maybe empty), or None when the input is exhausted or stopping."""
@@ -124,6 +147,7 @@ class RouteRunner:
         )
         if self._stopping.wait(self._settings.reconnect_interval):
             return
+        self._counters.note_reconnect("input")
         try:
             self._input.close()
             self._input.connect()
@@ -154,13 +178,15 @@ class RouteRunner:
         in_flight: queue.Queue[tuple[Batch, Future[bool]] | None],
         handling: threading.BoundedSemaphore,
     ) -> None:
-        deliver = self._deliverer.deliver
+        deliver = self._deliver
+        cell = self._counters.cell()
         while not self._stopping.is_set():
             batch = self._receive()
             if batch is None:
                 break
             if not batch:
                 continue
+            cell.observe_batch(len(batch.messages))
             handling.acquire()
             future = pool.submit(deliver, batch.messages)
             future.add_done_callback(lambda _: handling.release())
@@ -169,6 +195,7 @@ class RouteRunner:
 
     def _ack_in_order(self, in_flight: queue.Queue[tuple[Batch, Future[bool]] | None]) -> None:
         nacking = False
+        cell = self._counters.cell()
         while (item := in_flight.get()) is not None:
             batch, future = item
             try:
@@ -179,10 +206,12 @@ class RouteRunner:
             try:
                 if delivered and not nacking:
                     self._input.ack(batch)
+                    cell.acked += len(batch.messages)
                     continue
                 nacking = True
                 self._stopping.set()
                 self._input.nack(batch)
+                cell.nacked += len(batch.messages)
             except Exception as error:  # keep draining so the reader never blocks on a full queue
                 _log.error("route %s: acknowledging failed: %r", self._settings.name, error)
                 self.error = self.error or error

@@ -1,6 +1,7 @@
 """The ``twainmq`` command: manage topics, produce and consume from a shell.
 
-    twainmq [--root DIR] list | create | describe | delete | produce | consume | groups | demo
+    twainmq [--root DIR] list | create | describe | check | delete | produce | consume | groups
+                         | demo
 
 The store directory comes from ``--root``, else ``$TWAINMQ_ROOT``, else ``./twain-data``;
 only ``create`` makes it (see ``store.py``). Errors print one line naming what was wrong
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -21,7 +23,7 @@ from twainmq.errors import TwainMQError
 
 #: Modules that add subcommands; each has ``add_parsers(subparsers)`` and sets ``run`` on
 #: its parsers via ``set_defaults(run=...)``.
-_COMMAND_MODULES = ("topics", "messages", "groups", "demo")
+_COMMAND_MODULES = ("topics", "messages", "groups", "check", "demo")
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -47,6 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (also used as the console script)."""
     args = build_parser().parse_args(argv)
     resolve_root(args)
+    _show_warnings()
     run: Command = args.run
     try:
         return run(args)
@@ -63,6 +66,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("TWAINMQ_DEBUG"):
             raise
         return fail(f"internal error {type(error).__name__}: {error} (TWAINMQ_DEBUG=1 shows more)")
+
+
+class _StderrWarnings(logging.Handler):
+    """The engine's warnings (``on_gap="skip"``) as ``twainmq: warning: ...`` lines on the
+    stderr of the moment (a handler bound to one stream would outlive it in tests)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"twainmq: warning: {record.getMessage()}", file=sys.stderr)
+
+
+def _show_warnings() -> None:
+    engine = logging.getLogger("twainmq")
+    if not any(isinstance(h, _StderrWarnings) for h in engine.handlers):
+        engine.addHandler(_StderrWarnings(logging.WARNING))
 
 
 def fail(message: str) -> int:

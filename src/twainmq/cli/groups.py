@@ -19,6 +19,7 @@ from twainmq.cli.store import open_store
 from twainmq.errors import InvalidOptionError, OffsetOutOfRangeError, UnknownTopicError
 from twainmq.groups import (
     GroupDescription,
+    GroupFileCorruptError,
     GroupNotFoundError,
     GroupPaths,
     describe_group,
@@ -66,7 +67,11 @@ def list_command(args: argparse.Namespace) -> int:
     print(f"{'TOPIC':<24} {'GROUP':<24} {'GENERATION':>10} {'LIVE MEMBERS':>12} {'LAG':>12}")
     for paths in found:
         ends = _end_offsets_or_none(store, paths.topic)
-        described = describe_group(paths, ends or {})
+        try:
+            described = describe_group(paths, ends or {})
+        except GroupFileCorruptError as error:  # one damaged group does not hide the others
+            print(f"{paths.topic:<24} {paths.group:<24} DAMAGED: {error.path}: {error.reason}")
+            continue
         live = sum(1 for m in described.members if m.status.value != "dead")
         lag = sum(p.lag for p in described.partitions.values()) if ends is not None else "-"
         print(
@@ -110,7 +115,7 @@ def reset_command(args: argparse.Namespace) -> int:
     targets = _reset_targets(store, args)
     wanted = _chosen_partitions(targets, args.partition)
     offsets = {p: targets[p] for p in wanted}
-    reset_offsets(paths, offsets)
+    reset_offsets(paths, offsets, partitions=len(targets))
     shown = ", ".join(f"{p}:{o}" for p, o in sorted(offsets.items()))
     print(f"reset group {args.group!r} on {args.topic!r}: {shown}")
     return 0

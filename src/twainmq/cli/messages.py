@@ -58,6 +58,11 @@ def add_parsers(subparsers: Any) -> None:
     consume.add_argument("-n", "--max", type=int, help="stop after this many messages")
     consume.add_argument("-g", "--group", help="consume as a member of this group (commits)")
     consume.add_argument("--json", action="store_true", help="one JSON object per line")
+    consume.add_argument(
+        "--on-gap", default="raise", choices=["raise", "skip"],
+        help="offsets missing from a partition (damaged files): stop with an error (default) "
+        "or skip them with a warning on stderr",
+    )  # fmt: skip
     add_progress_option(consume)
     consume.set_defaults(run=consume_messages)
 
@@ -154,7 +159,9 @@ def consume_messages(args: argparse.Namespace) -> int:
     if args.max is not None and args.max < 1:
         raise InvalidKeyError(f"--max {args.max} must be at least 1")
     store = open_store(args)
-    consumer = store.consumer(args.topic, start_from=args.start_from, group=args.group)
+    consumer = store.consumer(
+        args.topic, start_from=args.start_from, group=args.group, on_gap=args.on_gap
+    )
     limit = itertools.count() if args.max is None else range(args.max)
     progress = Progress(f"messages read from {args.topic!r}", args.progress, prints_to_stdout=True)
     try:

@@ -94,6 +94,10 @@ def describe_topic(args: argparse.Namespace) -> int:
         )
         for segment in partition.segments:
             print(f"    segment {segment.base_offset:>12}  {segment.bytes:>12} B  {segment.path}")
+        for problem in partition.problems:
+            print(f"    DAMAGED: {problem}")
+    if any(p.problems for p in description.partitions):
+        print(f"  damaged: `twainmq check {config.name}` verifies every record and index")
     return 0
 
 

@@ -6,18 +6,25 @@ only reads its files and looks at its members' locks.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from twainmq.groups.commits import read_commits, write_commits
-from twainmq.groups.errors import GroupActiveError, GroupBusyError, GroupNotFoundError
+from twainmq.groups.commits import ensure_commit_files, read_commits, write_commits
+from twainmq.groups.coordinator import epochs_on_disk
+from twainmq.groups.errors import (
+    GroupActiveError,
+    GroupBusyError,
+    GroupFileCorruptError,
+    GroupNotFoundError,
+)
 from twainmq.groups.lag import PartitionLag, partition_lags
 from twainmq.groups.layout import GroupPaths
 from twainmq.groups.locking import exclusive_lock
 from twainmq.groups.membership import MemberStatus, member_status
-from twainmq.groups.state import GroupState, load_state
+from twainmq.groups.state import GroupState, load_state, save_state
 
 # Describing a group must not call a slow member hung; only its members decide that.
 _DESCRIBE_SESSION_TIMEOUT = 10.0
@@ -56,10 +63,11 @@ def describe_group(paths: GroupPaths, end_offsets: Mapping[int, int]) -> GroupDe
     """Describe ``paths``' group; ``end_offsets`` are the topic's (partition -> end)."""
     if not paths.directory.is_dir():
         raise GroupNotFoundError(paths.topic, paths.group)
-    state = load_state(paths) or GroupState(generation=0, partitions=len(end_offsets))
+    # No state yet (being created): no commit file is required either.
+    state = load_state(paths) or GroupState(0, len(end_offsets), version=0)
     members = [_describe_member(paths, state, m) for m in sorted(state.members)]
     owners = {p: m for m, ps in state.assignment.items() for p in ps}
-    lags = partition_lags(end_offsets, read_commits(paths))
+    lags = partition_lags(end_offsets, read_commits(paths, state.required_commits()))
     return GroupDescription(paths.topic, paths.group, state.generation, members, lags, owners)
 
 
@@ -90,23 +98,46 @@ def group_lag(store: TopicEnds, topic: str, group: str) -> dict[int, PartitionLa
     return describe_group(paths, store.end_offsets(topic)).partitions
 
 
-def reset_offsets(paths: GroupPaths, offsets: Mapping[int, int]) -> None:
+def reset_offsets(
+    paths: GroupPaths, offsets: Mapping[int, int], partitions: int | None = None
+) -> None:
     """Set the committed offsets of an inactive group (partition -> next offset to read).
 
     Holds the group lock throughout, so no member can join half-way; raises
-    GroupActiveError naming the members whose processes are still alive.
+    GroupActiveError naming the members whose processes are still alive. Repairs what it
+    rewrites: the commit files of ``offsets``' partitions and, if it is damaged, the group
+    state (rebuilt with no members, for ``partitions`` partitions, epochs from the files).
     """
     if not paths.directory.is_dir():
         raise GroupNotFoundError(paths.topic, paths.group)
     with exclusive_lock(paths.lock, timeout=_RESET_WAIT) as locked:
         if not locked:
             raise GroupBusyError(paths.group)
-        state = load_state(paths)
+        try:
+            state = load_state(paths)
+            members = list(state.members) if state is not None else []
+            damaged = False
+        except GroupFileCorruptError:
+            state, members, damaged = None, _member_files(paths), True
         live = [
             m
-            for m in (state.members if state is not None else {})
+            for m in members
             if member_status(paths, m, _DESCRIBE_SESSION_TIMEOUT) is not MemberStatus.DEAD
         ]
         if live:
             raise GroupActiveError(paths.group, live)
         write_commits(paths, offsets)
+        if damaged:
+            count = partitions if partitions is not None else max(offsets, default=-1) + 1
+            rebuilt = GroupState(1, count, epochs=epochs_on_disk(paths))
+            ensure_commit_files(paths, {p: rebuilt.epoch(p) for p in range(count)})
+            save_state(paths, rebuilt)
+
+
+def _member_files(paths: GroupPaths) -> list[str]:
+    """The ids of every member file (the state naming them is lost)."""
+    try:
+        names = os.listdir(paths.members)
+    except FileNotFoundError:
+        return []
+    return [n[: -len(".member")] for n in names if n.endswith(".member")]

@@ -10,8 +10,14 @@ member writes later lands in an older file that nobody reads.
 
 ::
 
-    commits/2.0.json   {"offset": 120}     written by the owner in epoch 0
-    commits/2.1.json   {"offset": 120}     adopted by the owner in epoch 1: now it counts
+    commits/2.0.json   {"offset": 120, "crc32": "..."}   written by the owner in epoch 0
+    commits/2.1.json   {"offset": 120, "crc32": "..."}   adopted in epoch 1: now it counts
+
+Each file carries a checksum (``atomic_files.write_checked_json_atomically``); files written
+before checksums (``{"offset": N}``) are still read. A damaged file raises
+GroupFileCorruptError naming the group and the file, never a moved position. A group whose
+state is version 2 has a commit file for every partition (``{"offset": null}`` until the first
+commit: ``ensure_commit_files``), so a missing one is reported too.
 """
 
 from __future__ import annotations
@@ -19,25 +25,67 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from twainmq.atomic_files import read_json, write_json_atomically
-from twainmq.groups.errors import CommitFencedError
+from twainmq.atomic_files import (
+    FileChecksumError,
+    read_checked_json,
+    write_checked_json_atomically,
+)
+from twainmq.groups.errors import CommitFencedError, GroupBusyError, GroupFileCorruptError
 from twainmq.groups.layout import GroupPaths
 
-
-def read_commits(paths: GroupPaths) -> dict[int, int]:
-    """Every committed offset of the group (partition -> next offset to read)."""
-    commits = {}
-    for partition, epoch in _latest_epochs(paths).items():
-        offset = _read_offset(paths, partition, epoch)
-        if offset is not None:
-            commits[partition] = offset
-    return commits
+_LEGACY_KEYS = frozenset(("offset",))
+_READ_ATTEMPTS = 5
 
 
-def write_commits(paths: GroupPaths, offsets: Mapping[int, int], durable: bool = True) -> None:
-    """Store ``offsets`` in each partition's latest epoch file (group creation, admin reset)."""
+def read_commits(paths: GroupPaths, expected: Mapping[int, int] | None = None) -> dict[int, int]:
+    """Every committed offset of the group (partition -> next offset to read).
+
+    ``expected``: partition -> epoch of every partition that must have a commit file (a
+    version-2 group's); a missing one raises GroupFileCorruptError naming the file.
+    """
+    for _ in range(_READ_ATTEMPTS):
+        latest = _latest_epochs(paths)
+        for partition, epoch in sorted((expected or {}).items()):
+            if partition not in latest:
+                path = paths.commit(partition, epoch)
+                raise GroupFileCorruptError(paths.topic, paths.group, path, "missing")
+        try:
+            return {
+                partition: offset
+                for partition, epoch in latest.items()
+                if (offset := _read_offset(paths, partition, epoch, vanished=True)) is not None
+            }
+        except FileNotFoundError:
+            continue  # a newer epoch replaced a file between listing and reading: list again
+    raise GroupBusyError(paths.group)
+
+
+def ensure_commit_files(paths: GroupPaths, epochs: Mapping[int, int], durable: bool = True) -> None:
+    """Give every partition in ``epochs`` (partition -> epoch) without any commit file one
+    saying "no commit yet". Created exclusively: a commit written meanwhile wins."""
+    latest = _latest_epochs(paths)
+    for partition, epoch in epochs.items():
+        if partition not in latest:
+            try:
+                _write_document(paths, partition, epoch, {"offset": None}, durable, True)
+            except FileExistsError:
+                pass
+
+
+def commit_epochs(paths: GroupPaths) -> dict[int, int]:
+    """Partition -> the highest epoch of its commit files (for rebuilding a lost state)."""
+    return _latest_epochs(paths)
+
+
+def write_commits(
+    paths: GroupPaths, offsets: Mapping[int, int], durable: bool = True, missing_only: bool = False
+) -> None:
+    """Store ``offsets`` in each partition's latest epoch file (group creation, admin reset);
+    with ``missing_only``, only for partitions that have no commit file yet."""
     latest = _latest_epochs(paths)
     for partition, offset in offsets.items():
+        if missing_only and partition in latest:
+            continue
         _write_offset(paths, partition, latest.get(partition, 0), offset, durable)
 
 
@@ -68,13 +116,20 @@ def commit_fenced(
         raise CommitFencedError(paths.group, overtaken)
 
 
-def adopt_commit(paths: GroupPaths, partition: int, epoch: int, durable: bool = True) -> None:
+def adopt_commit(
+    paths: GroupPaths, partition: int, epoch: int, durable: bool = True, required: bool = False
+) -> None:
     """Make ``epoch`` the partition's commit epoch, carrying over the latest commit.
 
     Called by a member that just took ``partition`` in ``epoch``; a no-op when
     the latest commit already is from that epoch (the usual, voluntary handover).
+    ``required``: the partition must have a commit file (a version-2 group's): a missing
+    one raises GroupFileCorruptError instead of being started afresh.
     """
     latest = _latest_epochs(paths).get(partition)
+    if latest is None and required:
+        path = paths.commit(partition, epoch)
+        raise GroupFileCorruptError(paths.topic, paths.group, path, "missing")
     if latest is not None and latest >= epoch:
         return
     offset = None if latest is None else _read_offset(paths, partition, latest)
@@ -108,11 +163,25 @@ def _commit_files(paths: GroupPaths) -> list[tuple[int, int]]:
     return found
 
 
-def _read_offset(paths: GroupPaths, partition: int, epoch: int) -> int | None:
-    document = read_json(paths.commit(partition, epoch))
-    if document is None or document.get("offset") is None:
+def _read_offset(
+    paths: GroupPaths, partition: int, epoch: int, vanished: bool = False
+) -> int | None:
+    """The offset in one commit file (None: no commit yet, or no file). ``vanished``: raise
+    FileNotFoundError for a missing file (it was listed a moment ago)."""
+    path = paths.commit(partition, epoch)
+    try:
+        document = read_checked_json(path, _LEGACY_KEYS)
+    except FileChecksumError as exc:
+        raise GroupFileCorruptError(paths.topic, paths.group, path, exc.reason) from None
+    if document is None:
+        if vanished:
+            raise FileNotFoundError(path)
         return None
-    return int(document["offset"])
+    offset = document.get("offset")
+    if offset is not None and (type(offset) is not int or offset < 0):
+        reason = f"offset {offset!r} is not a number >= 0"
+        raise GroupFileCorruptError(paths.topic, paths.group, path, reason)
+    return offset
 
 
 def _write_offset(
@@ -122,10 +191,16 @@ def _write_offset(
 
 
 def _write_document(
-    paths: GroupPaths, partition: int, epoch: int, document: dict[str, int | None], durable: bool
+    paths: GroupPaths,
+    partition: int,
+    epoch: int,
+    document: dict[str, int | None],
+    durable: bool,
+    exclusive: bool = False,
 ) -> None:
     paths.commits.mkdir(parents=True, exist_ok=True)
-    write_json_atomically(paths.commit(partition, epoch), document, fsync=durable)
+    path = paths.commit(partition, epoch)
+    write_checked_json_atomically(path, dict(document), fsync=durable, exclusive=exclusive)
 
 
 def _unlink_quietly(path: os.PathLike[str]) -> None:

@@ -9,8 +9,11 @@ own poll; real group work happens at most every few milliseconds.
 from __future__ import annotations
 
 import time
+import warnings
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
+from functools import partial
 from typing import Any, Protocol
 
 from twainmq.consumer import Consumer, check_count, check_timeout
@@ -73,8 +76,19 @@ class GroupConsumer:
         self._closed = self._closing = False
         self._paths = paths
         self._assign_engine({})
-        self._member = GroupMember(paths, partitions, settings, self._initialize_commits)
-        self._update_ownership()
+        on_create = partial(_initialize_commits, paths, engine, start_from)
+        self._member = GroupMember(paths, partitions, settings, on_create)
+        # Collected without close(): free the membership and partition locks (the others
+        # then see this member dead and take over) and the engine's files, with a warning.
+        # The finalizer holds the member and the engine, never this object.
+        self._finalizer = weakref.finalize(self, _abandon, self._member, engine)
+        self._finalizer.atexit = False
+        try:
+            self._update_ownership()
+        except BaseException:  # e.g. a damaged commit file: do not stay a member
+            self._finalizer.detach()
+            self._member.abandon()
+            raise
 
     @property
     def group(self) -> str:
@@ -187,6 +201,7 @@ class GroupConsumer:
             self._revoke(sorted(self._member.owned()))
         finally:
             self._closed = True
+            self._finalizer.detach()
             self._member.leave()
             self._engine.close()
 
@@ -245,16 +260,29 @@ class GroupConsumer:
         ends = self._engine.end_offsets() if self._start_from == "now" else {}
         return {p: committed.get(p, ends.get(p, 0)) for p in partitions}
 
-    def _initialize_commits(self) -> None:
-        # A group created with start_from="now" pins "now" to its creation: a
-        # partition that changes hands before its first commit resumes there,
-        # so messages written in between are not skipped.
-        if self._start_from == "now":
-            write_commits(self._paths, self._engine.end_offsets())
-
     def _require_owned(self, partition: int) -> None:
         if partition not in self._member.owned():
             raise PartitionNotOwnedError(self.group, partition)
+
+
+def _initialize_commits(paths: GroupPaths, engine: EngineConsumer, start_from: str) -> None:
+    # A group created with start_from="now" pins "now" to its creation: a
+    # partition that changes hands before its first commit resumes there,
+    # so messages written in between are not skipped. Partitions that have
+    # commits already (a group whose state.json was lost) keep them.
+    if start_from == "now":
+        write_commits(paths, engine.end_offsets(), missing_only=True)
+
+
+def _abandon(member: GroupMember, engine: EngineConsumer) -> None:
+    member.abandon()
+    engine.close()
+    warnings.warn(
+        f"unclosed group consumer of group {member.paths.group!r}: its locks and files were "
+        "released by the garbage collector; call close() or use it as a context manager",
+        ResourceWarning,
+        stacklevel=2,
+    )
 
 
 def join_group(

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from twainmq.groups.assignor import assign_partitions
+from twainmq.groups.commits import commit_epochs, ensure_commit_files
 from twainmq.groups.layout import GroupPaths
 from twainmq.groups.locking import exclusive_lock
 from twainmq.groups.membership import MemberStatus, member_status, remove_member_file
 from twainmq.groups.ownership import lock_holder
-from twainmq.groups.state import GroupState, load_state, save_state
+from twainmq.groups.state import STATE_VERSION, GroupState, load_state, save_state
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,9 @@ def rebalance(
             return None
         state = load_state(paths)
         if state is None:
-            state = GroupState(generation=0, partitions=partitions)
+            # New, or its state.json was lost: epochs never go back (fencing and commits
+            # count on that), so they restart from the files that carry them.
+            state = GroupState(0, partitions, epochs=epochs_on_disk(paths), version=0)
             if change.on_create is not None:
                 change.on_create()
         joining = dict(change.joining or {})
@@ -66,9 +69,13 @@ def rebalance(
             remove_member_file(paths, member)
         members.update(joining)
         epochs = _fence_departed(paths, state, departed)
-        if members.keys() != state.members.keys() or state.partitions != partitions:
+        changed = members.keys() != state.members.keys() or state.partitions != partitions
+        upgrade = state.version < STATE_VERSION
+        if changed or upgrade:
             assignment = assign_partitions(range(partitions), members, state.assignment)
             state = GroupState(state.generation + 1, partitions, members, assignment, epochs)
+            if upgrade:  # a version-2 group has a commit file for every partition from now on
+                ensure_commit_files(paths, {p: state.epoch(p) for p in range(partitions)})
             save_state(paths, state)
         return state, os.stat(paths.state) if paths.state.exists() else _missing()
 
@@ -124,3 +131,18 @@ def _unlink_quietly(path: os.PathLike[str]) -> None:
 
 def _missing() -> os.stat_result:
     return os.stat_result((0,) * 10)
+
+
+def epochs_on_disk(paths: GroupPaths) -> dict[int, int]:
+    """Partition -> the highest epoch any of its commit or partition lock files carries."""
+    epochs = commit_epochs(paths)
+    try:
+        names = os.listdir(paths.directory / "partitions")
+    except FileNotFoundError:
+        names = []
+    for name in names:
+        parts = name.split(".")
+        if len(parts) == 3 and parts[2] == "lock" and parts[0].isdigit() and parts[1].isdigit():
+            partition, epoch = int(parts[0]), int(parts[1])
+            epochs[partition] = max(epoch, epochs.get(partition, epoch))
+    return epochs

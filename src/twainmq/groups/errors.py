@@ -9,12 +9,14 @@
           ├── PartitionNotOwnedError   seek/position of a partition this member does not own
           ├── GroupActiveError         admin change refused while members are alive
           ├── GroupBusyError           the group lock stayed held (a member frozen mid-change)
-          └── GroupNotFoundError       no such group on that topic
+          ├── GroupNotFoundError       no such group on that topic
+          └── GroupFileCorruptError    state.json or a commit file is damaged or missing
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 from twainmq.errors import TwainMQError
 
@@ -90,3 +92,19 @@ class GroupNotFoundError(GroupError, LookupError):
         self.topic = topic
         self.group = group
         super().__init__(f"no consumer group {group!r} on topic {topic!r}")
+
+
+class GroupFileCorruptError(GroupError):
+    """A group's ``state.json`` or commit file fails its checksum, or a commit file the group
+    must have is missing. ``twainmq groups reset`` (with no member alive) rewrites them."""
+
+    def __init__(self, topic: str, group: str, path: Path, reason: str) -> None:
+        self.topic = topic
+        self.group = group
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"group {group!r} of topic {topic!r}: {path} is damaged ({reason}); where the group "
+            f"resumes is unknown. Stop its members and repair it with `twainmq groups reset "
+            f"{topic} {group} --to-offset N` (or --to-start, --to-end, --to-time)"
+        )

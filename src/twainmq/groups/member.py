@@ -73,7 +73,12 @@ class GroupMember:
         self._file = MemberFile(self.paths, self.member_id)
         self._locks = PartitionLocks(self.paths, self.member_id)
         change = MembershipChange({self.member_id: self._file.info}, on_create=self._on_create)
-        self._adopt(rebalance(self.paths, self.partitions, self.settings.session_timeout, change))
+        timeout = self.settings.session_timeout
+        try:
+            self._adopt(rebalance(self.paths, self.partitions, timeout, change))
+        except BaseException:  # e.g. a damaged state.json: do not stay a member
+            self._file.release()
+            raise
 
     def _adopt(self, result: tuple[GroupState, os.stat_result] | None) -> None:
         if result is not None:
@@ -149,13 +154,15 @@ class GroupMember:
             stale = set(self.revocations()) & set(taken)
             self.release(sorted(stale))
             taken = [p for p in taken if p not in stale]
+        required = self.state.required_commits() is not None
         for partition in taken:
-            adopt_commit(self.paths, partition, self.state.epoch(partition), self._durable)
+            epoch = self.state.epoch(partition)
+            adopt_commit(self.paths, partition, epoch, self._durable, required)
         return taken
 
     def committed(self) -> dict[int, int]:
         """The group's committed offsets (all partitions)."""
-        return read_commits(self.paths)
+        return read_commits(self.paths, self.state.required_commits())
 
     def commit(self, offsets: Mapping[int, int]) -> None:
         """Commit ``offsets``; raises CommitFencedError for partitions this member does not own."""
@@ -171,6 +178,12 @@ class GroupMember:
         # member lock free and remove us themselves.
         timeout = self.settings.session_timeout
         rebalance(self.paths, self.partitions, timeout, change, wait=_LEAVE_WAIT)
+
+    def abandon(self) -> None:
+        """Let go of every lock and the member file without telling the group (a collected
+        consumer): the others find this member dead at their next liveness check."""
+        self._locks.release_all()
+        self._file.release()
 
     def _rejoin(self) -> None:
         self._file.release()

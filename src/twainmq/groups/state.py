@@ -7,6 +7,12 @@ inode). ``epochs`` number each partition's ownership: when a member is
 expelled while its process may still be alive, the epochs of its partitions
 move on, so the lock file it still holds no longer counts and its commits are
 refused (fencing).
+
+Version 2 (checksums): the document carries a ``"crc32"`` member (``atomic_files``), and a
+version-2 group has a commit file for every partition from its creation on (``{"offset":
+null}`` until the first commit), so a missing commit file is damage, not "never committed".
+Version-1 documents (no checksum, exactly the old keys) are still read, and upgraded by the
+next membership change (which first gives every partition its commit file).
 """
 
 from __future__ import annotations
@@ -14,10 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from twainmq.atomic_files import read_json, write_json_atomically
+from twainmq.atomic_files import FileChecksumError, read_checked_json, write_checked_json_atomically
+from twainmq.groups.errors import GroupFileCorruptError
 from twainmq.groups.layout import GroupPaths
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+_LEGACY_KEYS = frozenset(
+    ("version", "topic", "group", "generation", "partitions", "members", "assignment", "epochs")
+)
 
 
 @dataclass(frozen=True)
@@ -29,10 +39,18 @@ class GroupState:
     members: dict[str, dict[str, Any]] = field(default_factory=dict)
     assignment: dict[str, list[int]] = field(default_factory=dict)
     epochs: dict[int, int] = field(default_factory=dict)
+    version: int = STATE_VERSION
 
     def epoch(self, partition: int) -> int:
         """The current ownership epoch of ``partition``."""
         return self.epochs.get(partition, 0)
+
+    def required_commits(self) -> dict[int, int] | None:
+        """Partition -> epoch of every commit file this group must have (None for a
+        version-1 group, which made them only on first commit)."""
+        if self.version < 2:
+            return None
+        return {p: self.epoch(p) for p in range(self.partitions)}
 
     def to_json(self, paths: GroupPaths) -> dict[str, Any]:
         """The document stored in ``state.json``."""
@@ -56,15 +74,30 @@ class GroupState:
             members=dict(document["members"]),
             assignment={m: [int(p) for p in ps] for m, ps in document["assignment"].items()},
             epochs={int(p): int(e) for p, e in document["epochs"].items()},
+            version=int(document["version"]),
         )
 
 
 def load_state(paths: GroupPaths) -> GroupState | None:
-    """The group's current state, or None if the group was never joined."""
-    document = read_json(paths.state)
-    return None if document is None else GroupState.from_json(document)
+    """The group's current state, or None if the group was never joined.
+
+    Raises GroupFileCorruptError naming the file if it is damaged.
+    """
+    try:
+        document = read_checked_json(paths.state, _LEGACY_KEYS)
+        if document is None:
+            return None
+        state = GroupState.from_json(document)
+        if document.get("topic") != paths.topic or document.get("group") != paths.group:
+            raise ValueError("it names another topic or group")
+        return state
+    except FileChecksumError as exc:
+        raise GroupFileCorruptError(paths.topic, paths.group, paths.state, exc.reason) from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        reason = f"unreadable group state: {type(exc).__name__}: {exc}"
+        raise GroupFileCorruptError(paths.topic, paths.group, paths.state, reason) from None
 
 
 def save_state(paths: GroupPaths, state: GroupState) -> None:
     """Replace the group's state atomically (call with the group lock held)."""
-    write_json_atomically(paths.state, state.to_json(paths))
+    write_checked_json_atomically(paths.state, state.to_json(paths))

@@ -156,6 +156,20 @@ def amqp_case(url: str) -> ContractCase:
 CASES["amqp"], MARKS["amqp"] = broker_case("amqp", pytest.mark.amqp, amqp_case)
 
 
+def mongodb_case(url: str) -> ContractCase:
+    """A work-queue collection of its own (`_id`s as hex: NX-27017 cannot update documents
+    whose `_id` is binary), dropped afterwards."""
+    from tests.mq_bridge.endpoints.test_mongodb import drop_collection
+
+    name = f"contract_{uuid.uuid4().hex[:8]}"
+    config = {"mongodb": {"url": url, "database": "mq_bridge_test", "collection": name}}
+    config["mongodb"]["id_format"] = "hex"
+    return ContractCase(config, config, cleanup=lambda: drop_collection(url, name))
+
+
+CASES["mongodb"], MARKS["mongodb"] = broker_case("mongodb", pytest.mark.mongodb, mongodb_case)
+
+
 def sled_case(tmp_path: Path) -> ContractCase:
     """sled's queue mode, kept in a twainmq store under tmp_path."""
     writer = {"sled": {"path": str(tmp_path / "sled"), "tree": "contract"}}
