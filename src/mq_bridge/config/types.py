@@ -9,6 +9,7 @@ from typing import Any, Literal, TypedDict, Union
 
 __all__ = [
     "AmqpConfig",
+    "AwsConfig",
     "BufferMiddleware",
     "ConfigDocument",
     "ConfigSections",
@@ -25,6 +26,7 @@ __all__ = [
     "HttpConfig",
     "IbmMqConfig",
     "InputEndpoint",
+    "KafkaConfig",
     "LimiterMiddleware",
     "MemoryConfig",
     "MetricsMiddleware",
@@ -110,6 +112,42 @@ class AmqpConfig(_AmqpConfigRequired, total=False):
     #: bytes are written. Defaults to false.
     delayed_ack: bool
     #: Share one connection per server and credentials (one channel each).
+    shared: bool
+
+
+class AwsConfig(TypedDict, total=False):
+    """AWS SQS queues (input and output) and SNS topics (output)."""
+
+    #: The SQS queue URL (or the queue's name, looked up with GetQueueUrl). Required for Consumer.
+    #: Optional for Publisher if `topic_arn` is set. If it contains userinfo, it will be treated as
+    #: a secret.
+    queue_url: Union[str, None]
+    #: (Publisher only) The SNS topic ARN.
+    topic_arn: Union[str, None]
+    #: AWS Region (e.g., "us-east-1"). Default: the AWS configuration (AWS_REGION, ~/.aws/config);
+    #: us-east-1 when `endpoint_url` is set.
+    region: Union[str, None]
+    #: Custom endpoint URL (e.g., for LocalStack or moto: http://127.0.0.1:5000).
+    endpoint_url: Union[str, None]
+    #: AWS Access Key ID. Default: the AWS credential chain.
+    access_key: Union[str, None]
+    #: AWS Secret Access Key.
+    secret_key: Union[str, None]
+    #: AWS Session Token.
+    session_token: Union[str, None]
+    #: (Consumer only) Maximum number of messages to receive in a batch (1-10): the size of each
+    #: ReceiveMessage call. Default 10.
+    max_messages: Union[int, None]
+    #: (Consumer only) Wait time for long polling in seconds (0-20). Default 20.
+    wait_time_seconds: Union[int, None]
+    #: Use binary payloads in SQS/SNS messages: the body is the payload in base64, marked by the
+    #: attribute `aws_binary_encoded: true` (which consumers decode whatever this option says).
+    binary_payload_mode: bool
+    #: (Publisher, FIFO queues and topics) The MessageGroupId of messages whose metadata has no
+    #: `message_group_id`. Without either, a FIFO send fails.
+    message_group_id: Union[str, None]
+    #: Share one AWS client per region, endpoint and credentials with the process's other aws
+    #: endpoints.
     shared: bool
 
 
@@ -202,12 +240,14 @@ class Endpoint(TypedDict, total=False):
     """A source or sink of messages: exactly one endpoint key, plus optional middlewares."""
 
     amqp: AmqpConfig
+    aws: AwsConfig
     custom: CustomConfig
     fanout: FanoutConfig
     file: FileConfig
     grpc: GrpcConfig
     http: HttpConfig
     ibmmq: IbmMqConfig
+    kafka: KafkaConfig
     memory: MemoryConfig
     mongodb: MongoDbConfig
     mqtt: MqttConfig
@@ -489,6 +529,76 @@ class IbmMqConfig(_IbmMqConfigRequired, total=False):
     internal_buffer_size: Union[int, None]
     #: Accepted; not used.
     disable_status: Union[bool, None]
+
+
+class KafkaConfigTls(TypedDict, total=False):
+    """TLS configuration."""
+
+    #: If true, enable TLS/SSL.
+    required: bool
+    #: Path to the CA certificate file (PEM) that verifies the server; the system's trusted CAs
+    #: when omitted.
+    ca_file: Union[str, None]
+    #: Path to the client certificate file (PEM), for mutual TLS.
+    cert_file: Union[str, None]
+    #: Path to the client private key file (PEM); read from cert_file when omitted.
+    key_file: Union[str, None]
+    #: Password for the private key (if encrypted).
+    cert_password: Union[str, None]
+    #: If true, disable server certificate verification, hostname check included (insecure).
+    accept_invalid_certs: bool
+
+
+class _KafkaConfigRequired(TypedDict):
+    #: Comma-separated list of Kafka broker URLs (host:port; a kafka://, ssl:// or sasl_ssl://
+    #: scheme is accepted). If it contains userinfo, it is treated as a secret and used as the SASL
+    #: username/password.
+    url: str
+
+
+class KafkaConfig(_KafkaConfigRequired, total=False):
+    """Kafka topics: a consumer group (or an ephemeral subscriber) in, an idempotent producer out
+    (mq-bridge's ``KafkaConfig``).
+    """
+
+    #: The topic to produce to or consume from (default: the route's name). A source also takes a
+    #: list (array or comma-separated) or a `^regex`.
+    topic: Union[str, list[str], None]
+    #: Optional username for SASL authentication.
+    username: Union[str, None]
+    #: Optional password for SASL authentication.
+    password: Union[str, None]
+    #: TLS configuration.
+    tls: KafkaConfigTls
+    #: (Consumer only) Consumer group ID; a new group starts at the earliest offset. If not
+    #: provided, the consumer acts in **Subscriber mode**: it uses a unique, ephemeral group ID and
+    #: receives only messages published after it connected.
+    group_id: Union[str, None]
+    #: (Consumer only) Include the `mqb.src.kafka_*` source positions (as MQB_SOURCE_METADATA=1
+    #: does). Defaults to false.
+    source_metadata: bool
+    #: (Publisher only) If true, do not wait for the broker's acknowledgement (the delivery report)
+    #: before a send returns. Defaults to false.
+    delayed_ack: bool
+    #: (Publisher only) Additional librdkafka producer configuration options (key-value pairs);
+    #: they override the endpoint's defaults (idempotence, acks=all, lz4, linger.ms 5).
+    producer_options: Union[list[list[Any]], None]
+    #: (Consumer only) Additional librdkafka consumer configuration options (key-value pairs), e.g.
+    #: session.timeout.ms.
+    consumer_options: Union[list[list[Any]], None]
+    #: (Publisher only) Share one producer per connection (default: true); false gives a dedicated
+    #: producer.
+    shared: Union[bool, None]
+    #: Partition count used when auto-creating the topic (default: 6). Higher values raise
+    #: write/consume parallelism; ordering is only guaranteed per partition key (message_id), not
+    #: across the whole topic. Ignored if the topic exists.
+    partitions: Union[int, None]
+    #: Create the topic at start if it is missing (default: true).
+    create_topic: Union[bool, None]
+    #: (Publisher only) Name of a metadata field whose value is used as the Kafka record key
+    #: (drives partitioning/ordering). Unset, or absent on a given message, falls back to the
+    #: message id. Default unset.
+    partition_key: Union[str, None]
 
 
 class _LimiterMiddlewareRequired(TypedDict):

@@ -30,6 +30,8 @@ ENDPOINT_MODULES: dict[str, str] = {
     "redis_streams": "mq_bridge.endpoints.redis.streams",
     "redis": "mq_bridge.endpoints.redis.pubsub",
     "amqp": "mq_bridge.endpoints.amqp",
+    "kafka": "mq_bridge.endpoints.kafka",
+    "aws": "mq_bridge.endpoints.aws",
     "mongodb": "mq_bridge.endpoints.mongodb",
     "custom": "mq_bridge.endpoints.custom",
     "ref": "mq_bridge.endpoints.ref",

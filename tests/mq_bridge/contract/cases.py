@@ -178,3 +178,28 @@ def sled_case(tmp_path: Path) -> ContractCase:
 
 
 CASES["sled"] = sled_case
+
+
+def kafka_case(bootstrap: str) -> ContractCase:
+    """A one-partition topic (the suite checks order), deleted afterwards; a group of its own."""
+    from tests.mq_bridge.endpoints.test_kafka import delete_topic, kafka_config
+
+    topic = f"contract-{uuid.uuid4().hex[:8]}"
+    writer = kafka_config(bootstrap, topic)
+    reader = kafka_config(bootstrap, topic, group_id=f"{topic}-group")
+    return ContractCase(writer, reader, cleanup=lambda: delete_topic(bootstrap, topic))
+
+
+CASES["kafka"], MARKS["kafka"] = broker_case("kafka", pytest.mark.kafka, kafka_case)
+
+
+def aws_case(endpoint: str) -> ContractCase:
+    """A FIFO queue of its own (SQS orders only FIFO queues), deleted afterwards."""
+    from tests.mq_bridge.endpoints.test_aws import config, delete_queue, new_queue
+
+    url = new_queue(endpoint, "contract", fifo=True)
+    settings = config(endpoint, queue_url=url, message_group_id="contract", wait_time_seconds=1)
+    return ContractCase(settings, settings, cleanup=lambda: delete_queue(endpoint, url))
+
+
+CASES["aws"], MARKS["aws"] = broker_case("sqs", pytest.mark.sqs, aws_case)
