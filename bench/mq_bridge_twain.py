@@ -7,6 +7,7 @@ Four figures, ~100 B JSON messages with one metadata key, a 4-partition topic:
 - read:    `Consumer.poll(max=500)` + `commit()` through a consumer group, touching payloads
 - route:   a `Route` twain -> handler (returns the message) -> twain, until the output has all
 - route100: the same with ``commit_interval_ms: 100`` (commits at most 10 times a second)
+- route_eos: the route with ``exactly_once_output`` (exactly-once; commits per batch)
 
 Run::
 
@@ -70,10 +71,13 @@ def read(root: Path, count: int) -> float:
         return count / (time.perf_counter() - started)
 
 
-def route(root: Path, count: int, commit_interval_ms: int = 0) -> float:
-    name = f"route{commit_interval_ms}"
+def route(root: Path, count: int, commit_interval_ms: int = 0, exactly_once: bool = False) -> float:
+    name = f"route{commit_interval_ms}{'eos' if exactly_once else ''}"
+    options: dict[str, Any] = {"exactly_once_output": name} if exactly_once else {}
     config = {
-        "input": endpoint(root, "batch", group=name, commit_interval_ms=commit_interval_ms),
+        "input": endpoint(
+            root, "batch", group=name, commit_interval_ms=commit_interval_ms, **options
+        ),
         "output": endpoint(root, name),
         "batch_size": 512,
     }
@@ -90,7 +94,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    names = ("single", "batch", "read", "route", "route100")
+    names = ("single", "batch", "read", "route", "route100", "route_eos")
     figures: dict[str, list[float]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory() as directory:
         for run in range(args.runs):
@@ -100,6 +104,7 @@ def main() -> None:
             figures["read"].append(read(root, args.messages))
             figures["route"].append(route(root, args.messages))
             figures["route100"].append(route(root, args.messages, commit_interval_ms=100))
+            figures["route_eos"].append(route(root, args.messages, exactly_once=True))
             line = ", ".join(f"{name} {values[-1]:,.0f}" for name, values in figures.items())
             print(f"run {run}: {line} msg/s")
     medians = ", ".join(f"{name} {statistics.median(v):,.0f}" for name, v in figures.items())

@@ -7,7 +7,8 @@
 `scripts/peer-venv.sh twainmq` prints (it makes the peer's venv on first use, under
 $TWAINMQ_PEERS_DIR or .peers/); --peer-python PATH uses another.
 
-Scenarios (100-byte messages, u16 keys cycling over 1000 values, 4 partitions, unless said):
+Scenarios (100-byte messages, u16 keys cycling over 1000 values (--keys N: produce* cycle over
+N keys, e.g. 65536), 4 partitions, unless said):
   produce       write_message one at a time
   produce1000   write_message one at a time, 1000-byte messages
   produce-exclusive  write_message one at a time, producer(exclusive=True) (peer: no option)
@@ -47,7 +48,8 @@ from twainmq import Twain
 CLOCK = time.perf_counter
 PEER_VENV_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "peer-venv.sh"
 PARTITIONS = 4
-KEYS = 1000
+KEYS = 1000  # distinct payloads, and distinct keys unless --keys says otherwise
+KEY_COUNT = KEYS
 SCENARIOS = (
     "produce",
     "produce1000",
@@ -105,8 +107,9 @@ def produce(root: str, count: int, size: int = 100, **options: object) -> float:
     msgs = payloads(size)
     write = producer.write_message
     start = CLOCK()
+    keys = KEY_COUNT
     for i in range(count):
-        write(i % KEYS, msgs[i % KEYS])
+        write(i % keys, msgs[i % KEYS])
     if hasattr(producer, "flush"):
         producer.flush()
     return count / (CLOCK() - start)
@@ -203,7 +206,7 @@ def peer_python() -> str:
     return result.stdout.strip()
 
 
-def compare(scenarios: list[str], count: int | None, peer: str) -> None:
+def compare(scenarios: list[str], count: int | None, peer: str, keys: int = KEYS) -> None:
     """Run each scenario 3 times with our python and the peer's, alternating, so that both
     meet the same machine load; print the medians and their ratio."""
     ours_python = sys.executable
@@ -214,7 +217,7 @@ def compare(scenarios: list[str], count: int | None, peer: str) -> None:
             for python in figures:
                 if scenario == "rss" and python == peer:
                     continue
-                args = [python, __file__, scenario, "--runs=1"]
+                args = [python, __file__, scenario, "--runs=1", f"--keys={keys}"]
                 args += [f"--count={count}"] if count else []
                 out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
                 figures[python].append(json.loads(out)["value"])
@@ -230,16 +233,21 @@ def main() -> None:
     parser.add_argument("scenario", nargs="*", choices=[*SCENARIOS, []], default=[])
     parser.add_argument("--count", type=int)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--keys", type=int, default=KEYS, help="distinct u16 keys of produce* (default 1000)"
+    )
     parser.add_argument("--compare", action="store_true")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall")
     parser.add_argument(
         "--peer-python", help="the peer's python (default: scripts/peer-venv.sh twainmq)"
     )
     args = parser.parse_args()
-    global CLOCK
+    global CLOCK, KEY_COUNT
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
+    KEY_COUNT = args.keys
     if args.compare:
-        compare(args.scenario or list(SCENARIOS), args.count, args.peer_python or peer_python())
+        scenarios = args.scenario or list(SCENARIOS)
+        compare(scenarios, args.count, args.peer_python or peer_python(), args.keys)
         return
     for scenario in args.scenario:
         count = args.count or default_count(scenario)

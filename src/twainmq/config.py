@@ -223,10 +223,15 @@ MIGRATION_HINT = (
 )
 
 
+_KEY_CHECK_PARTITIONS = 4
+
+
 def check_config_against_data(directory: Path, config: TopicConfig, path: Path) -> None:
     """Refuse a config whose partitions or key type disagree with the topic's data directory.
 
-    Cheap: one directory listing, and per partition one listing and one small read.
+    Cheap: one directory listing, then the first record of the first few partitions that
+    hold data (a changed key type shows in every partition with data; reading all of them
+    cost each consumer of a 256-partition topic ~15 ms, a third of joining a big group).
     """
     try:
         entries = list(os.scandir(directory))
@@ -250,10 +255,14 @@ def check_config_against_data(directory: Path, config: TopicConfig, path: Path) 
             f"Put back the original count (at least {found[-1] + 1}), or {MIGRATION_HINT}."
         )
     keys = config.keys
+    checked = 0
     for partition in found:
+        if checked == _KEY_CHECK_PARTITIONS:
+            break
         length = _first_key_length(directory / str(partition), config.max_message_bytes)
         if length is None:
             continue
+        checked += 1
         fits = length <= keys.width if keys.is_text else length == keys.width
         if not fits:
             stored = f"{length}-byte keys"

@@ -51,11 +51,13 @@ class Consumer:
     def __init__(
         self,
         topic: OpenTopic,
-        start_from: str = "start",
+        start_from: str | None = "start",
         fetch_bytes: int = DEFAULT_FETCH_BYTES,
         on_gap: str = "raise",
     ) -> None:
-        if start_from not in START_FROM:
+        # start_from=None: read nothing until assign() (a group member's engine: opening
+        # every partition first cost 32 members of a 256-partition group ~5 s of CPU).
+        if start_from is not None and start_from not in START_FROM:
             raise InvalidOptionError(f'start_from must be "start" or "now", not {start_from!r}')
         if type(fetch_bytes) is not int or fetch_bytes < 1024:
             raise InvalidOptionError(f"fetch_bytes {fetch_bytes!r} must be an integer >= 1024")
@@ -67,6 +69,9 @@ class Consumer:
         self._readers: dict[int, PartitionReader] = {}
         self._order: list[PartitionReader] = []
         self._ready: list[Message] = []
+        self._chunks: list[list[Message]] | None = None  # what _ready interleaves, if known
+        self._chunk_of: dict[int, list[Message]] = {}
+        self._buffer_generation = 0  # changes whenever _ready is replaced
         self._next = 0
         self._ready_len = 0
         self._turn = 0
@@ -75,7 +80,7 @@ class Consumer:
         try:
             if start_from == "now":
                 self.assign(topic.end_offsets())
-            else:
+            elif start_from == "start":
                 self.assign({p: 0 for p in range(topic.partitions)})
         except BaseException:
             self.close()
@@ -157,6 +162,9 @@ class Consumer:
             self._ready = chunks[0]
         else:
             self._ready = [m for row in zip_longest(*chunks) for m in row if m is not None]
+        self._chunks = chunks
+        self._chunk_of = {chunk[0].partition: chunk for chunk in chunks}
+        self._buffer_generation += 1
         self._next = 0
         self._ready_len = len(self._ready)
         return True
@@ -245,6 +253,78 @@ class Consumer:
                 return self._ready[i].offset
         return reader.next_offset
 
+    def positions(self) -> dict[int, int]:
+        """Partition -> ``position(partition)`` of every assigned partition, at the cost of one
+        step per partition (``position`` may scan every buffered message)."""
+        self._check_open()
+        found = {p: reader.next_offset for p, reader in self._readers.items()}
+        if self._next < self._ready_len:
+            found.update(self._buffered_positions())
+        return found
+
+    def position_mark(self) -> tuple[int, int]:
+        """A mark of how far this consumer has read, for ``positions_since``."""
+        return (self._buffer_generation, self._next)
+
+    def positions_since(self, mark: tuple[int, int]) -> dict[int, int] | None:
+        """The positions of the partitions whose messages ``poll()`` returned since ``mark``
+        (others have not moved), at the cost of those messages; None when that cannot be
+        told cheaply (messages were fetched, or a seek or assign happened, since): then ask
+        ``positions()``. A group consumer that commits after every message uses this."""
+        generation, start = mark
+        if generation != self._buffer_generation or start > self._next:
+            return None
+        last: dict[int, tuple[int, Message]] = {}
+        for index in range(start, self._next):
+            message = self._ready[index]
+            last[message.partition] = (index, message)
+        return {p: self._position_after(message) for p, (_, message) in last.items()}
+
+    def _position_after(self, message: Message) -> int:
+        """The position of ``message``'s partition once ``message`` was returned."""
+        chunk = self._chunk_of.get(message.partition)
+        if chunk is None:
+            return self._readers[message.partition].next_offset
+        k = message.offset - chunk[0].offset
+        if not (0 <= k < len(chunk) and chunk[k] is message):
+            k = chunk.index(message)  # offsets not consecutive in the chunk (never so far)
+        if k + 1 < len(chunk):
+            return chunk[k + 1].offset
+        return self._readers[message.partition].next_offset
+
+    def _buffered_positions(self) -> dict[int, int]:
+        """The offset of the first message not yet returned, of each partition that has one."""
+        chunks = self._chunks
+        if chunks is None:  # after a seek dropped one partition's: one pass over the rest
+            first: dict[int, int] = {}
+            for message in reversed(self._ready[self._next : self._ready_len]):
+                first[message.partition] = message.offset
+            return first
+        # _ready is zip_longest(*chunks): round r holds the r-th message of every chunk longer
+        # than r. Find the round under way (r) and how many chunks it has served (served).
+        lengths = sorted(len(chunk) for chunk in chunks)
+        remaining, previous, i = self._next, 0, 0
+        while i < len(lengths):
+            active, span = len(lengths) - i, lengths[i] - previous
+            if remaining < span * active:
+                break
+            remaining -= span * active
+            previous = lengths[i]
+            while i < len(lengths) and lengths[i] == previous:
+                i += 1
+        else:
+            return {}
+        active = len(lengths) - i
+        rounds, served = previous + remaining // active, remaining % active
+        found = {}
+        for chunk in chunks:
+            taken = min(len(chunk), rounds)
+            if len(chunk) > rounds and served:
+                taken, served = taken + 1, served - 1
+            if taken < len(chunk):
+                found[chunk[taken].partition] = chunk[taken].offset
+        return found
+
     def end_offsets(self) -> dict[int, int]:
         """Partition -> the offset the next message written there gets (every partition)."""
         self._check_open()
@@ -300,6 +380,9 @@ class Consumer:
 
     def _drop_ready(self, partition: int | None = None) -> None:
         """Forget fetched messages not yet returned (all, or one partition's)."""
+        self._chunks = None
+        self._chunk_of = {}
+        self._buffer_generation += 1
         if partition is None:
             self._ready = []
         else:

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 from . import unclosed
 from .encoding import (
+    TAG_BYTES,
     TAG_TEXT,
     RecordPrefix,
     frame,
@@ -173,7 +174,13 @@ class Producer:
                     payload = message.encode()
                 except UnicodeEncodeError:
                     raise InvalidMessageError(text_error(message)) from None
+                if text_prefix is None:  # the key's first text record of this batch
+                    text_prefix = record_prefix(key_bytes, stamp, TAG_TEXT)
+                    keyed[key] = (share, key_class, text_prefix, key_bytes)
                 record = frame_with_prefix(text_prefix, payload)
+            elif type(message) is bytes:  # what the bridge writes: skip the type dispatch
+                payload = message
+                record = frame(key_bytes, stamp, TAG_BYTES, message)
             else:
                 tag, payload = encode_payload(message, self._topic.registry, self._declared)
                 record = frame(key_bytes, stamp, tag, payload)
@@ -191,7 +198,9 @@ class Producer:
     def _batch_key(
         self, key: Any, keyed: dict[Any, _BatchKey], shares: dict[PartitionLog, _Share], stamp: int
     ) -> _BatchKey:
-        """Route a key seen for the first time in a batch; frame its text records at ``stamp``."""
+        """Route a key seen for the first time in a batch. Its text-record prefix (framed at
+        ``stamp``) is made by its first text record: bytes payloads never need it, and a
+        bridge output keys every message differently (by its id)."""
         try:
             route = self._routes.get(key)  # keys repeat across batches: reuse their routing
         except TypeError:  # unhashable, so not a valid key: _route() says why
@@ -201,8 +210,7 @@ class Producer:
         share = shares.get(route.log)
         if share is None:
             share = shares[route.log] = _Share(route.log)
-        text_prefix = record_prefix(route.key, stamp, TAG_TEXT)
-        entry = keyed[key] = (share, route.key_class, text_prefix, route.key)
+        entry = keyed[key] = (share, route.key_class, None, route.key)
         return entry
 
     def _route(self, key: Any, partition: int | None) -> _Route:
@@ -292,7 +300,8 @@ class _Share:
         self.size = 0
 
 
-_BatchKey = tuple[_Share, type, RecordPrefix, bytes]
+_BatchKey = tuple[_Share, type, RecordPrefix | None, bytes]
 """A key of one ``write_messages`` batch: (its partition's share, the key's class, the prefix
-of its text records at the batch's timestamp, its bytes for other payloads). A plain tuple
-(unpacked where it is used), not a class: see ``encoding.RecordPrefix``."""
+of its text records at the batch's timestamp (None until its first text record), its bytes
+for other payloads). A plain tuple (unpacked where it is used), not a class: see
+``encoding.RecordPrefix``."""

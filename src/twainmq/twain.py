@@ -18,9 +18,9 @@ from .config import (
     read_config,
     write_new_config,
 )
-from .consumer import Consumer
+from .consumer import START_FROM, Consumer
 from .describe import TopicDescription, describe_topic
-from .errors import TopicConfigError, UnknownTopicError
+from .errors import InvalidOptionError, TopicConfigError, UnknownTopicError
 from .groups.consumer import join_group
 from .groups.layout import GROUPS_DIR
 from .keys import Partitioner
@@ -152,6 +152,8 @@ class Twain:
         """
         if group is not None:
             return join_group(self._open(topic_name), group, start_from, **options)
+        if start_from not in START_FROM:  # None is the engine's own "nothing yet", not public
+            raise InvalidOptionError(f'start_from must be "start" or "now", not {start_from!r}')
         return Consumer(self._open(topic_name), start_from, **options)
 
     def end_offsets(self, topic_name: str) -> dict[int, int]:

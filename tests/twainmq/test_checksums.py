@@ -22,6 +22,7 @@ from twainmq import TopicCorruptError, Twain
 from twainmq.cli import main
 from twainmq.encoding import INDEX_ENTRY, INDEX_MAGIC, decode_index
 from twainmq.groups import GroupFileCorruptError, GroupPaths, MemberStatus
+from twainmq.groups.commit_log import CommitLog
 from twainmq.groups.membership import member_status
 from twainmq.segments import read_index
 
@@ -244,11 +245,6 @@ def _group(tmq: Twain, committed: int = 120) -> GroupPaths:
     return GroupPaths.of(tmq.root_dir, "t", "g")
 
 
-def _commit_file(paths: GroupPaths, partition: int) -> Path:
-    [path] = paths.commits.glob(f"{partition}.*.json")
-    return path
-
-
 def _resumes_at(tmq: Twain) -> dict[int, int]:
     with tmq.consumer("t", group="g") as consumer:
         first: dict[int, int] = {}
@@ -259,19 +255,18 @@ def _resumes_at(tmq: Twain) -> dict[int, int]:
         return first
 
 
-@pytest.mark.parametrize("damage", ["flip", "cut", "append", "delete"])
-def test_a_damaged_commit_file_names_the_group_and_file_and_reset_repairs_it(
+@pytest.mark.parametrize("damage", ["flip", "cut", "delete"])
+def test_a_damaged_commit_log_names_the_group_and_file_and_reset_repairs_it(
     tmq: Twain, damage: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     paths = _group(tmq)
-    path = _commit_file(paths, 1)
+    path = paths.commit_log
     data = path.read_bytes()
     if damage == "flip":
-        _flip(path, data.index(b"120") + 1)  # "120" -> "130": a moved position
+        # The last record's offset of partition 1 (120 = 0x78 -> 0x68 = 104): a moved position.
+        _flip(path, len(data) - 8, 4)
     elif damage == "cut":
-        path.write_bytes(data[: len(data) // 2])
-    elif damage == "append":
-        path.write_bytes(data + b"\x00garbage")
+        path.write_bytes(data[:-5])
     else:
         path.unlink()
     with pytest.raises(GroupFileCorruptError) as info:
@@ -285,8 +280,22 @@ def test_a_damaged_commit_file_names_the_group_and_file_and_reset_repairs_it(
     assert f"DAMAGED: {path}" in capsys.readouterr().out
     assert main(["--root", root, "check", "t"]) == 1
     assert f"{path}: " in capsys.readouterr().out
+    # A damaged log can only be replaced whole: a reset of one partition says so.
+    assert (
+        main(["--root", root, "groups", "reset", "t", "g", "--to-offset", "9", "--partition", "0"])
+        == 1
+    )
+    assert "reset every partition" in capsys.readouterr().err
     assert main(["--root", root, "groups", "reset", "t", "g", "--to-offset", "100"]) == 0
     assert _resumes_at(tmq) == {0: 100, 1: 100}
+
+
+def test_garbage_after_the_commit_log_is_a_torn_tail_and_ignored(tmq: Twain) -> None:
+    paths = _group(tmq)
+    with open(paths.commit_log, "ab") as file:
+        file.write(b"\x00garbage")  # as a writer killed mid-write leaves it
+    assert _resumes_at(tmq) == {0: 120, 1: 120}
+    assert main(["--root", str(tmq.root_dir), "check", "t"]) == 0
 
 
 @pytest.mark.parametrize("damage", ["flip", "cut", "append"])
@@ -320,7 +329,9 @@ def test_a_lost_group_state_keeps_the_commits_and_their_epochs(tmq: Twain) -> No
 def test_a_lost_group_state_does_not_move_epochs_back(tmq: Twain) -> None:
     paths = _group(tmq)
     # As after a hung member was fenced three times: partition 0's commits are in epoch 3.
-    _commit_file(paths, 0).rename(paths.commit(0, 3))
+    log = CommitLog(paths)
+    log.append([(0, 3, 120)])
+    log.close()
     paths.state.unlink()
     with tmq.consumer("t", group="g") as consumer:
         assert consumer.committed() == {0: 120, 1: 120}
@@ -361,7 +372,8 @@ def test_a_store_written_before_checksums_opens_and_is_upgraded(
         for index in directory.glob("*.idx"):
             assert decode_index(index.read_bytes(), int(index.name[:-4]))[1] is None
     assert (root / "kept" / "0" / "log-start").exists()
-    assert b'"crc32"' in (root / ".groups" / "events" / "g" / "commits" / "0.0.json").read_bytes()
+    group_dir = root / ".groups" / "events" / "g"
+    assert (group_dir / "commits.log").exists() and not (group_dir / "commits").exists()
     with tmq.producer("events", partitioner=lambda key, partitions: key) as producer:
         assert producer.write_message(0, "after").offset == 113
     for topic in ("events", "kept"):

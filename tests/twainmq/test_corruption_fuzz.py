@@ -4,7 +4,7 @@ Seeded and bounded in time: ``TWAINMQ_FUZZ_SECONDS`` (default 20) and ``TWAINMQ_
 Each case copies a small template store (two partitions of many 1 KiB segments, a dense index,
 one topic with retention so a ``log-start`` file exists, a consumer group with commits),
 damages one file (a bit flip, a cut at a record or entry boundary, a cut between two, a
-deletion, garbage appended) and then:
+deletion, garbage appended; the group's commit log counts as one file kind) and then:
 
 1. runs the read-only check (``twainmq check``'s ``verify.check_topic``) on the damaged files;
 2. reads every partition with a fresh consumer until it has nothing more, and for a group
@@ -14,7 +14,8 @@ deletion, garbage appended) and then:
    **detected** (a twainmq error whose message names the damaged file). Anything else (a
    wrong or missing message without an error, a stop, a foreign exception, an error naming
    another file) is **other**, and fails the test. ``twainmq check`` must agree: damaged
-   exactly when the consumer could not read everything.
+   exactly when the consumer could not read everything. A detected group file must be
+   repaired by ``twainmq groups reset`` (``reset_offsets``): the group then resumes there.
 
 The counts per file kind and outcome are printed (``pytest -s`` shows them) and, with
 ``TWAINMQ_FUZZ_REPORT=path``, written there as JSON.
@@ -37,7 +38,8 @@ import pytest
 from twainmq import Twain, TwainMQError
 from twainmq.config import read_config
 from twainmq.encoding import record_boundaries
-from twainmq.groups import GroupFileCorruptError, GroupPaths
+from twainmq.groups import GroupFileCorruptError, GroupPaths, reset_offsets
+from twainmq.groups.commit_log_format import HEADER_BYTES, RECORD_HEAD_BYTES, decode_record
 from twainmq.groups.commits import read_commits
 from twainmq.groups.state import load_state
 from twainmq.verify import check_topic
@@ -57,7 +59,7 @@ KINDS = (
     "log_start",
     "topic_config",
     "group_state",
-    "group_commit",
+    "group_commit_log",
 )
 
 
@@ -92,6 +94,8 @@ def _build(root: Path, topic: str, **settings: int) -> Template:
         offsets = [offset for offset, _, _ in messages]
         assert offsets == list(range(offsets[0], PER_PARTITION)), partition
     with tmq.consumer(topic, group="g") as group:
+        group.commit({0: 5})  # earlier records in the commit log, later overwritten
+        group.commit({0: 6, 1: 9})
         group.commit(COMMITTED)
     return Template(root, topic, expected, tmq.end_offsets(topic))
 
@@ -128,7 +132,7 @@ def _pick_file(root: Path, kind: str, rng: random.Random) -> Path:
         return root / "t.twc"
     if kind == "group_state":
         return group.state
-    return rng.choice(sorted(group.commits.glob("*.json")))
+    return group.commit_log
 
 
 def _number_bytes(data: bytes) -> list[int]:
@@ -144,12 +148,23 @@ def _number_bytes(data: bytes) -> list[int]:
 
 def _boundaries(path: Path, data: bytes) -> list[int]:
     """Positions where a cut leaves whole units: records of a segment, entries of an index."""
+    if path.name == "commits.log":
+        return _commit_log_boundaries(data)
     if path.suffix == ".log":
         starts = [position for position, _ in record_boundaries(data, 0, len(data))]
         return [*starts, len(data)]
     if path.suffix == ".idx":
         return list(range(8, len(data) + 1, 20))
     return list(range(len(data) + 1))
+
+
+def _commit_log_boundaries(data: bytes) -> list[int]:
+    """The header's end, then the end of each record."""
+    found, position = [HEADER_BYTES], HEADER_BYTES
+    while (decoded := decode_record(data, position)) is not None:
+        position = decoded[1]
+        found.append(position)
+    return found
 
 
 def _damage(path: Path, damage: str, rng: random.Random) -> str:
@@ -165,6 +180,13 @@ def _damage(path: Path, damage: str, rng: random.Random) -> str:
         numbers = _number_bytes(data)
         if path.suffix in (".json", ".twc") and numbers and rng.random() < 0.5:
             byte, bit = rng.choice(numbers), rng.randrange(3)  # a changed number, still JSON
+        if path.name == "commits.log" and rng.random() < 0.5:
+            # A committed offset off by a little: still a plausible number.
+            entries = _commit_log_boundaries(data)
+            record = rng.randrange(len(entries) - 1)
+            count = (entries[record + 1] - entries[record] - RECORD_HEAD_BYTES) // 16
+            entry = entries[record] + RECORD_HEAD_BYTES + 16 * rng.randrange(max(count, 1))
+            byte, bit = entry + 8, rng.randrange(3)
         if path.suffix == ".idx" and len(data) > 8 and rng.random() < 0.5:
             # An entry's relative offset or position off by a little: plausible, in order.
             entry = rng.randrange((len(data) - 8) // 20)
@@ -252,7 +274,7 @@ def _check_says_damaged(root: Path) -> bool | None:
         damaged = any(p.damaged for p in check_topic(root, config))
         paths = GroupPaths.of(root, "t", "g")
         state = load_state(paths)
-        read_commits(paths, state.required_commits() if state is not None else None)
+        read_commits(paths, state)
     except GroupFileCorruptError:
         return True
     except TwainMQError:
@@ -286,6 +308,12 @@ def _run_case(case_dir: Path, template: Template, kind: str, damage: str, rng: r
         outcome = "read correctly"
     if check_damaged is not None and check_damaged != (outcome == "detected"):
         return "other", f"{what}: twainmq check says damaged={check_damaged}, consumer {outcome}"
+    if outcome == "detected" and kind.startswith("group"):
+        # `twainmq groups reset` repairs: the group then resumes where it was reset to.
+        reset_offsets(GroupPaths.of(root, "t", "g"), COMMITTED, partitions=PARTITIONS)
+        repaired = _read_group(Twain(root), template)
+        if repaired != "read correctly":
+            return "other", f"{what}: after groups reset: {repaired}"
     return outcome, what
 
 

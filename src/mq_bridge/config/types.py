@@ -1152,7 +1152,10 @@ class TwainConfig(_TwainConfigRequired, total=False):
     create: Union[TwainConfigCreate, None]
     #: Output: key field.
     key_from: Union[str, None]
-    #: Output: when the producer forces data to disk.
+    #: Input: the twain topic of the same store this route writes to; a message whose output is
+    #: there already is not handed out again after a crash (exactly-once).
+    exactly_once_output: Union[str, None]
+    #: Output: when the producer forces data to disk; input: when commits are.
     fsync: Literal["never", "batch", "always"]
 
 

@@ -62,7 +62,7 @@ def _check_groups(root: Any, topic: str) -> int:
             continue
         try:
             state = load_state(paths)
-            read_commits(paths, state.required_commits() if state is not None else None)
+            read_commits(paths, state)
         except GroupFileCorruptError as exc:
             print(f"  group {paths.group}: DAMAGED")
             print(f"    {exc.path}: {exc.reason}")

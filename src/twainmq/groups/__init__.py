@@ -1,7 +1,8 @@
 """Consumer groups: members of a group share a topic's partitions, coordinated through files.
 
 No server: the group lives in ``<root>/.groups/<topic>/<group>/`` and every
-member coordinates through locks and atomically replaced JSON files there.
+member coordinates through locks and atomically replaced JSON files there; committed
+offsets go to one append-only log per group (docs/group-commits.md).
 See docs/design.md, "Consumer groups", for the protocol and its failure cases.
 """
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from twainmq.groups.commits import ensure_commit_files, read_commits, write_commits
+from twainmq.groups.commits import read_commits, rewrite_commits
 from twainmq.groups.coordinator import epochs_on_disk
 from twainmq.groups.errors import (
     GroupActiveError,
@@ -67,7 +67,7 @@ def describe_group(paths: GroupPaths, end_offsets: Mapping[int, int]) -> GroupDe
     state = load_state(paths) or GroupState(0, len(end_offsets), version=0)
     members = [_describe_member(paths, state, m) for m in sorted(state.members)]
     owners = {p: m for m, ps in state.assignment.items() for p in ps}
-    lags = partition_lags(end_offsets, read_commits(paths, state.required_commits()))
+    lags = partition_lags(end_offsets, read_commits(paths, state))
     return GroupDescription(paths.topic, paths.group, state.generation, members, lags, owners)
 
 
@@ -105,8 +105,10 @@ def reset_offsets(
 
     Holds the group lock throughout, so no member can join half-way; raises
     GroupActiveError naming the members whose processes are still alive. Repairs what it
-    rewrites: the commit files of ``offsets``' partitions and, if it is damaged, the group
-    state (rebuilt with no members, for ``partitions`` partitions, epochs from the files).
+    rewrites: the commit log (rewritten whole, compacted, with ``offsets`` over the other
+    partitions' commits; a damaged log needs ``offsets`` for every partition) and, if it is
+    damaged, the group state (rebuilt with no members, for ``partitions`` partitions, epochs
+    from the files).
     """
     if not paths.directory.is_dir():
         raise GroupNotFoundError(paths.topic, paths.group)
@@ -126,12 +128,18 @@ def reset_offsets(
         ]
         if live:
             raise GroupActiveError(paths.group, live)
-        write_commits(paths, offsets)
+        if partitions is not None:
+            count = partitions
+        elif state is not None:
+            count = state.partitions
+        else:
+            count = max(offsets, default=-1) + 1
+        epochs = epochs_on_disk(paths)
+        if state is not None:
+            epochs = {p: max(e, state.epoch(p)) for p, e in {**state.epochs, **epochs}.items()}
+        rewrite_commits(paths, offsets, count, epochs, state)
         if damaged:
-            count = partitions if partitions is not None else max(offsets, default=-1) + 1
-            rebuilt = GroupState(1, count, epochs=epochs_on_disk(paths))
-            ensure_commit_files(paths, {p: rebuilt.epoch(p) for p in range(count)})
-            save_state(paths, rebuilt)
+            save_state(paths, GroupState(1, count, epochs=epochs_on_disk(paths)))
 
 
 def _member_files(paths: GroupPaths) -> list[str]:

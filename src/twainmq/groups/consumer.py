@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from twainmq.consumer import Consumer, check_count, check_timeout
 from twainmq.errors import ClosedError, InvalidOptionError
+from twainmq.groups.commit_log import FSYNC_MODES
 from twainmq.groups.commits import write_commits
 from twainmq.groups.errors import CommitFencedError, PartitionNotOwnedError
 from twainmq.groups.lag import PartitionLag, partition_lags
@@ -36,6 +37,9 @@ class EngineConsumer(Protocol):
 
     def assign(self, positions: Mapping[int, int]) -> None: ...
     def position(self, partition: int) -> int: ...
+    def positions(self) -> dict[int, int]: ...
+    def position_mark(self) -> tuple[int, int]: ...
+    def positions_since(self, mark: tuple[int, int]) -> dict[int, int] | None: ...
     def seek(self, partition: int, offset: int) -> None: ...
     def end_offsets(self) -> dict[int, int]: ...
     def beginning_offsets(self) -> dict[int, int]: ...
@@ -73,6 +77,7 @@ class GroupConsumer:
         self._on_assign = on_assign
         self._on_revoke = on_revoke
         self._committed_by_me: dict[int, int] = {}
+        self._mark: Any = None  # the engine's position_mark() at the last full commit()
         self._closed = self._closing = False
         self._paths = paths
         self._assign_engine({})
@@ -148,16 +153,33 @@ class GroupConsumer:
         """
         if self._closed:
             raise ClosedError(f"group consumer of group {self.group!r} is closed")
+        owned = self._member.owned()
+        mark = None
         if offsets is None:
-            offsets = {p: self._engine.position(p) for p in self._member.owned()}
-        changed = {p: o for p, o in offsets.items() if self._committed_by_me.get(p) != o}
-        if not changed:
-            return
-        stale = [p for p in changed if p not in self._member.owned()]
-        if stale:
-            raise CommitFencedError(self.group, stale)
-        self._member.commit(changed)
-        self._committed_by_me.update(changed)
+            offsets, mark = self._owned_positions(owned)
+        else:
+            self._mark = None  # some partitions may now differ from what was committed
+        mine = self._committed_by_me
+        changed = {p: o for p, o in offsets.items() if mine.get(p) != o}
+        if changed:
+            stale = [p for p in changed if p not in owned]
+            if stale:
+                raise CommitFencedError(self.group, stale)
+            self._member.commit(changed)
+            mine.update(changed)
+        if mark is not None:
+            self._mark = mark
+
+    def _owned_positions(self, owned: Mapping[int, int]) -> tuple[dict[int, int], Any]:
+        """Positions of the owned partitions that may differ from the last commit(), and a
+        mark for the next call: after a commit() of every owned partition, only partitions
+        read since can have moved (cheap to find: committing per message stays cheap with
+        hundreds of partitions)."""
+        mark = self._engine.position_mark()
+        moved = None if self._mark is None else self._engine.positions_since(self._mark)
+        if moved is None:
+            moved = self._engine.positions()
+        return {p: o for p, o in moved.items() if p in owned}, mark
 
     def committed(self) -> dict[int, int]:
         """The group's committed offsets for every partition that has one."""
@@ -293,24 +315,27 @@ def join_group(
     on_assign: PartitionsCallback | None = None,
     on_revoke: PartitionsCallback | None = None,
     session_timeout: float = 10.0,
-    durable_commits: bool = True,
+    commit_fsync: str | None = None,
+    durable_commits: bool | None = None,
     **engine_options: Any,
 ) -> GroupConsumer:
     """Join ``group`` on an opened topic: what ``Twain.consumer(topic, group=...)`` returns.
 
     ``session_timeout``: seconds without a poll after which a member counts as
-    hung and is expelled. ``durable_commits=False``: commits are not fsynced
-    (they survive a process crash, not a power cut). ``engine_options`` go to
-    the engine's Consumer.
+    hung and is expelled. ``commit_fsync``: ``"never"`` (default: a returned commit
+    survives a crash of the process, not a power cut), ``"always"`` (on disk when
+    ``commit()`` returns) or ``"batch"`` (synced within 10 ms), as producers' ``fsync``.
+    ``durable_commits`` (before ``commit_fsync``): True is ``"always"``, False ``"never"``.
+    ``engine_options`` go to the engine's Consumer.
     """
     root = topic.directory.parent
     paths = GroupPaths.of(root, topic.name, group)
     if start_from not in START_FROM:
         raise InvalidOptionError(f'start_from must be "start" or "now", not {start_from!r}')
-    engine = Consumer(topic, start_from, **engine_options)
+    engine = Consumer(topic, None, **engine_options)  # the group decides what it reads
     settings = GroupSettings(
         session_timeout=_positive("session_timeout", session_timeout),
-        durable_commits=bool(durable_commits),
+        commit_fsync=_commit_fsync(commit_fsync, durable_commits),
     )
     try:
         return GroupConsumer(
@@ -319,6 +344,19 @@ def join_group(
     except BaseException:
         engine.close()
         raise
+
+
+def _commit_fsync(commit_fsync: object, durable_commits: object) -> str:
+    if commit_fsync is not None and durable_commits is not None:
+        raise InvalidOptionError("give commit_fsync or durable_commits, not both")
+    if durable_commits is not None:
+        return "always" if durable_commits else "never"
+    if commit_fsync is None:
+        return "never"
+    if commit_fsync not in FSYNC_MODES:
+        modes = ", ".join(FSYNC_MODES)
+        raise InvalidOptionError(f"commit_fsync {commit_fsync!r} must be one of {modes}")
+    return str(commit_fsync)
 
 
 def _positive(name: str, value: object) -> float:

@@ -18,10 +18,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from twainmq.groups.assignor import assign_partitions
-from twainmq.groups.commits import commit_epochs, ensure_commit_files
+from twainmq.groups.commits import commit_epochs, ensure_commit_entries, migrate_legacy_commits
 from twainmq.groups.layout import GroupPaths
 from twainmq.groups.locking import exclusive_lock
-from twainmq.groups.membership import MemberStatus, member_status, remove_member_file
+from twainmq.groups.membership import (
+    MemberStatus,
+    joiner_info,
+    member_status,
+    remove_member_file,
+)
 from twainmq.groups.ownership import lock_holder
 from twainmq.groups.state import STATE_VERSION, GroupState, load_state, save_state
 
@@ -55,6 +60,8 @@ def rebalance(
         if not locked:
             return None
         state = load_state(paths)
+        if state is None or state.version < STATE_VERSION:
+            migrate_legacy_commits(paths, state)  # before anything writes the commit log
         if state is None:
             # New, or its state.json was lost: epochs never go back (fencing and commits
             # count on that), so they restart from the files that carry them.
@@ -68,16 +75,39 @@ def rebalance(
             del members[member]
             remove_member_file(paths, member)
         members.update(joining)
+        members.update(waiting_joiners(paths, members, change.leaving))
         epochs = _fence_departed(paths, state, departed)
         changed = members.keys() != state.members.keys() or state.partitions != partitions
         upgrade = state.version < STATE_VERSION
         if changed or upgrade:
             assignment = assign_partitions(range(partitions), members, state.assignment)
             state = GroupState(state.generation + 1, partitions, members, assignment, epochs)
-            if upgrade:  # a version-2 group has a commit file for every partition from now on
-                ensure_commit_files(paths, {p: state.epoch(p) for p in range(partitions)})
+            if upgrade:  # a version-3 group has a log entry for every partition from now on
+                ensure_commit_entries(paths, {p: state.epoch(p) for p in range(partitions)})
             save_state(paths, state)
         return state, os.stat(paths.state) if paths.state.exists() else _missing()
+
+
+def waiting_joiners(
+    paths: GroupPaths, members: Mapping[str, Any], leaving: Iterable[str] = ()
+) -> dict[str, dict[str, Any]]:
+    """Members that hold their member file but are not in ``members`` yet: joiners queued
+    for the group lock. Admitting them all in one generation turns N joins into one
+    rebalance (each later joiner finds itself admitted and changes nothing): 32 members
+    starting at once settle in one or two generations instead of 32."""
+    try:
+        names = os.listdir(paths.members)
+    except FileNotFoundError:
+        return {}
+    found = {}
+    for name in names:
+        member = name[: -len(".member")] if name.endswith(".member") else None
+        if member is None or member in members or member in set(leaving):
+            continue
+        info = joiner_info(paths, member)
+        if info is not None:
+            found[member] = info
+    return found
 
 
 def find_departed(

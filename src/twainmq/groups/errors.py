@@ -10,7 +10,7 @@
           ├── GroupActiveError         admin change refused while members are alive
           ├── GroupBusyError           the group lock stayed held (a member frozen mid-change)
           ├── GroupNotFoundError       no such group on that topic
-          └── GroupFileCorruptError    state.json or a commit file is damaged or missing
+          └── GroupFileCorruptError    state.json or commits.log damaged or missing
 """
 
 from __future__ import annotations
@@ -95,8 +95,9 @@ class GroupNotFoundError(GroupError, LookupError):
 
 
 class GroupFileCorruptError(GroupError):
-    """A group's ``state.json`` or commit file fails its checksum, or a commit file the group
-    must have is missing. ``twainmq groups reset`` (with no member alive) rewrites them."""
+    """A group's ``state.json`` or commit log (``commits.log``, or a commit file of a group
+    not migrated yet) fails its checks, or one the group must have is missing. ``twainmq
+    groups reset`` (with no member alive; every partition for a damaged log) rewrites them."""
 
     def __init__(self, topic: str, group: str, path: Path, reason: str) -> None:
         self.topic = topic

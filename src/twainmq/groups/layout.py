@@ -5,7 +5,8 @@
     <root>/.groups/<topic>/<group>/
         group.lock                 flock: serializes every change of state.json
         state.json                 generation, members, assignment, partition epochs
-        commits/<p>.<epoch>.json   committed offset of partition p (the highest epoch counts)
+        commits.log                committed offsets: one checksummed record per commit call
+        commits/<p>.<epoch>.json   before the commit log: one file per partition (migrated)
         members/<member>.member    flock held by the live member; its mtime is the heartbeat
         partitions/<p>.<epoch>.lock  flock held by the member that owns partition p
 
@@ -66,12 +67,17 @@ class GroupPaths:
         return self.directory / "state.json"
 
     @cached_property
+    def commit_log(self) -> Path:
+        """The group's commit log (``commit_log_format``)."""
+        return self.directory / "commits.log"
+
+    @cached_property
     def commits(self) -> Path:
-        """The directory of committed offsets."""
+        """The directory of per-partition commit files of groups made before the commit log."""
         return self.directory / "commits"
 
     def commit(self, partition: int, epoch: int) -> Path:
-        """The commit file of ``partition`` written in ``epoch``."""
+        """The legacy commit file of ``partition`` written in ``epoch``."""
         return self.commits / f"{partition}.{epoch}.json"
 
     @cached_property
@@ -91,7 +97,6 @@ class GroupPaths:
         """Create the group's directories (idempotent)."""
         self.members.mkdir(parents=True, exist_ok=True)
         (self.directory / "partitions").mkdir(exist_ok=True)
-        self.commits.mkdir(exist_ok=True)
 
 
 def list_groups(root: str | Path) -> list[GroupPaths]:

@@ -18,8 +18,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from twainmq.groups.commits import adopt_commit, commit_fenced, read_commits
+from twainmq.groups.commit_log import FSYNC_MODES, CommitLog
+from twainmq.groups.commits import adoption, fenced_commit, read_commits, read_table
 from twainmq.groups.coordinator import MembershipChange, find_departed, rebalance
+from twainmq.groups.errors import CommitFencedError
 from twainmq.groups.layout import GroupPaths
 from twainmq.groups.locking import exclusive_lock
 from twainmq.groups.membership import MemberFile, new_member_id
@@ -31,15 +33,21 @@ from twainmq.groups.state import GroupState, load_state
 class GroupSettings:
     """How a member behaves: how fast it notices things (seconds), how it commits.
 
-    ``durable_commits=False`` skips the fsyncs of each commit: more commits per
-    second (docs/design.md, "Commits", has figures), safe against a process
-    crash but not a power cut.
+    ``commit_fsync`` takes the producers' choices: ``"never"`` (default: a returned commit
+    is in the kernel and survives a crash of the process, not a power cut), ``"always"``
+    (on disk when ``commit()`` returns; concurrent commits of the process share one
+    fdatasync) or ``"batch"`` (a background sync within 10 ms).
     """
 
     session_timeout: float = 10.0
     check_interval: float = 0.005
     liveness_interval: float = 0.1
-    durable_commits: bool = True
+    commit_fsync: str = "never"
+
+    def __post_init__(self) -> None:
+        if self.commit_fsync not in FSYNC_MODES:
+            modes = ", ".join(FSYNC_MODES)
+            raise ValueError(f"commit_fsync {self.commit_fsync!r} must be one of {modes}")
 
     @property
     def heartbeat_interval(self) -> float:
@@ -62,6 +70,7 @@ class GroupMember:
         self.settings = settings or GroupSettings()
         self._on_create = on_create
         self.next_check = self._next_heartbeat = self._next_liveness = 0.0
+        self._log = CommitLog(paths, self.settings.commit_fsync)
         self._join()
 
     next_check: float
@@ -74,19 +83,44 @@ class GroupMember:
         self._locks = PartitionLocks(self.paths, self.member_id)
         change = MembershipChange({self.member_id: self._file.info}, on_create=self._on_create)
         timeout = self.settings.session_timeout
+        self._stamp: tuple[int, int, int] | None = None
         try:
-            self._adopt(rebalance(self.paths, self.partitions, timeout, change))
+            while True:
+                # Whoever holds the group lock admits every member waiting for it
+                # (coordinator.waiting_joiners): once admitted, do not queue for the lock.
+                if self._admitted():
+                    return
+                result = rebalance(self.paths, self.partitions, timeout, change, _JOIN_SLICE)
+                if result is not None:
+                    self._adopt(result)
+                    return
         except BaseException:  # e.g. a damaged state.json: do not stay a member
             self._file.release()
             raise
 
+    def _admitted(self) -> bool:
+        """True (and the state adopted) if the current state already counts this member."""
+        try:
+            before = _stamp_of(os.stat(self.paths.state))
+        except FileNotFoundError:
+            return False
+        if before == self._stamp:
+            return False  # looked at already
+        state = load_state(self.paths)
+        self._stamp = before
+        if state is None or self.member_id not in state.members:
+            return False
+        try:
+            if _stamp_of(os.stat(self.paths.state)) != before:
+                return False  # replaced while we read it: look again
+        except FileNotFoundError:
+            return False
+        self.state = state
+        return True
+
     def _adopt(self, result: tuple[GroupState, os.stat_result] | None) -> None:
         if result is not None:
             self.state, self._stamp = result[0], _stamp_of(result[1])
-
-    @property
-    def _durable(self) -> bool:
-        return self.settings.durable_commits
 
     @property
     def generation(self) -> int:
@@ -154,25 +188,35 @@ class GroupMember:
             stale = set(self.revocations()) & set(taken)
             self.release(sorted(stale))
             taken = [p for p in taken if p not in stale]
-        required = self.state.required_commits() is not None
-        for partition in taken:
-            epoch = self.state.epoch(partition)
-            adopt_commit(self.paths, partition, epoch, self._durable, required)
+        if taken:  # one record for every partition taken
+            required = self.state.required_commits() is not None
+            epochs = {p: self.state.epoch(p) for p in taken}
+            table = read_table(self.paths, self.state)
+            self._log.append(adoption(self.paths, table, epochs, required))
         return taken
 
     def committed(self) -> dict[int, int]:
         """The group's committed offsets (all partitions)."""
-        return read_commits(self.paths, self.state.required_commits())
+        return read_commits(self.paths, self.state)
 
     def commit(self, offsets: Mapping[int, int]) -> None:
         """Commit ``offsets``; raises CommitFencedError for partitions this member does not own."""
         self._reload_if_changed()
-        commit_fenced(self.paths, offsets, self.owned(), self.state.epochs, self._durable)
+        held = self.owned()
+        self._log.append(fenced_commit(self.paths, offsets, held, self.state.epochs))
+        # A rebalance that fenced us saves its new epochs before anyone can take the
+        # partitions and adopt their commits, so one look at the state after the write tells
+        # whether this commit may have landed after an adoption (then it counts for nothing).
+        if self._reload_if_changed():
+            overtaken = [p for p in offsets if self.state.epoch(p) != held[p]]
+            if overtaken:
+                raise CommitFencedError(self.paths.group, overtaken)
 
     def leave(self) -> None:
         """Leave the group at once: free the partitions, then tell the others."""
         self._locks.release_all()
         self._file.release()
+        self._log.close()
         change = MembershipChange(leaving=[self.member_id])
         # If a frozen member holds the group lock, give up: the others see our
         # member lock free and remove us themselves.
@@ -184,6 +228,7 @@ class GroupMember:
         consumer): the others find this member dead at their next liveness check."""
         self._locks.release_all()
         self._file.release()
+        self._log.close()
 
     def _rejoin(self) -> None:
         self._file.release()
@@ -219,6 +264,7 @@ class GroupMember:
 
 
 _LEAVE_WAIT = 1.0
+_JOIN_SLICE = 0.005  # a joiner waiting for the group lock looks whether it was admitted
 
 
 def _no_rebalance_in_progress(paths: GroupPaths) -> bool:

@@ -87,6 +87,26 @@ def member_status(paths: GroupPaths, member_id: str, session_timeout: float) -> 
     return MemberStatus.HUNG if age > session_timeout else MemberStatus.ALIVE
 
 
+def joiner_info(paths: GroupPaths, member_id: str) -> dict[str, Any] | None:
+    """What a live member wrote in its file (pid, host, joined_at), or None if nobody holds
+    it (dead, gone, or created a moment ago and not locked yet: it joins by itself)."""
+    try:
+        fd = try_lock(paths.member(member_id), create=False)
+    except FileNotFoundError:
+        return None
+    if fd is not None:
+        os.close(fd)  # never delete it here: its creator may be about to lock it
+        return None
+    try:
+        info = json.loads(paths.member(member_id).read_bytes())
+    except (OSError, ValueError):
+        info = None
+    if not isinstance(info, dict):  # locked, not written yet
+        pid = member_id.split("-", 1)[0]
+        info = {"pid": int(pid)} if pid.isdigit() else {}
+    return info
+
+
 def remove_member_file(paths: GroupPaths, member_id: str) -> None:
     """Delete a departed member's file (its holder, if any, keeps an orphaned lock)."""
     try:

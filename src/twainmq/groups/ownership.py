@@ -20,10 +20,13 @@ class PartitionLocks:
         self._paths = paths
         self.member_id = member_id
         self._held: dict[int, tuple[int, int]] = {}
+        self._epochs: dict[int, int] = {}
 
     def held(self) -> dict[int, int]:
-        """Partitions held, each with the epoch of its lock."""
-        return {partition: epoch for partition, (epoch, _fd) in self._held.items()}
+        """Partitions held, each with the epoch of its lock. The dict itself (no copy: this
+        is on every commit's path): read it, do not change it; taking or releasing a
+        partition changes it."""
+        return self._epochs
 
     def try_acquire(self, partition: int, epoch: int) -> bool:
         """Take ``partition`` in ``epoch`` if nobody holds it; True on success."""
@@ -35,11 +38,13 @@ class PartitionLocks:
         os.ftruncate(fd, 0)
         os.pwrite(fd, self.member_id.encode(), 0)
         self._held[partition] = (epoch, fd)
+        self._epochs[partition] = epoch
         return True
 
     def release(self, partition: int) -> None:
         """Let go of ``partition`` (no-op if not held)."""
         entry = self._held.pop(partition, None)
+        self._epochs.pop(partition, None)
         if entry is not None:
             os.close(entry[1])
 

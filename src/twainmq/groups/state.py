@@ -13,6 +13,10 @@ version-2 group has a commit file for every partition from its creation on (``{"
 null}`` until the first commit), so a missing commit file is damage, not "never committed".
 Version-1 documents (no checksum, exactly the old keys) are still read, and upgraded by the
 next membership change (which first gives every partition its commit file).
+
+Version 3 (issue 15): the commits live in the group's commit log (``commits.log``), with an
+entry for every partition from the group's creation on. The membership change that upgrades
+a version-1 or -2 group first copies its per-partition commit files into the log.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from twainmq.atomic_files import FileChecksumError, read_checked_json, write_che
 from twainmq.groups.errors import GroupFileCorruptError
 from twainmq.groups.layout import GroupPaths
 
-STATE_VERSION = 2
+STATE_VERSION = 3
 _LEGACY_KEYS = frozenset(
     ("version", "topic", "group", "generation", "partitions", "members", "assignment", "epochs")
 )
@@ -46,8 +50,8 @@ class GroupState:
         return self.epochs.get(partition, 0)
 
     def required_commits(self) -> dict[int, int] | None:
-        """Partition -> epoch of every commit file this group must have (None for a
-        version-1 group, which made them only on first commit)."""
+        """Partition -> epoch of every partition that must have a commit (file or log entry;
+        None for a version-1 group, which made them only on first commit)."""
         if self.version < 2:
             return None
         return {p: self.epoch(p) for p in range(self.partitions)}

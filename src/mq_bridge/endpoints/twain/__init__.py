@@ -35,17 +35,24 @@ Options (declared in `options.py`, `TwainOptions`)
     session_timeout_ms  input: a member that does not poll for this long is expelled and its
                         partitions move (default 10000): keep it above a handler's longest run
     commit_interval_ms  input: commit acks at most this often (default 0: each ack commits
-                        before it returns). Commits are fsynced files, the dearest step of a
-                        route; with e.g. 100, a crash redelivers up to 100 ms more messages
-                        (never loses any). Idle inputs, handed-over partitions and close
-                        commit what is left at once
+                        before it returns). A commit is one record appended to the group's
+                        commit log (twainmq, docs/group-commits.md); with e.g. 100, a crash
+                        redelivers up to 100 ms more messages (never loses any). Idle inputs,
+                        handed-over partitions and close commit what is left at once
     create              create a missing topic: {partitions: 1, key_type: u16, and optionally
                         max_message_bytes, segment_bytes, retention_bytes, retention_seconds}
+    exactly_once_output input: the twain topic (same store) this route writes to: messages
+                        carry their source (`mqb.twain.eos`), and after a crash a message
+                        whose output is already there is not handed out again (exactly-once;
+                        the handler must return one message with the input's metadata)
     key_from            output: the metadata field whose value is the key (default: the id)
     fsync               output: never (default: safe against a process crash; the OS writes
                         it to disk later) | batch (each `send` is synced before it returns;
                         single sends are synced in groups every 10 ms, and on flush/close) |
-                        always (every write is synced before it returns)
+                        always (every write is synced before it returns). Input: the same
+                        choice for commits (twainmq's commit_fsync: never, the default, is
+                        safe against a process crash; always syncs each commit before the ack
+                        returns, concurrent commits sharing one sync; batch within 10 ms)
 """
 
 from __future__ import annotations

@@ -10,10 +10,12 @@ from typing import Any
 
 from mq_bridge.endpoints.base import Batch, EndpointStatus, InputEndpoint
 from mq_bridge.endpoints.twain.codec import decode_batch
+from mq_bridge.endpoints.twain.exactly_once import OutputLedger
 from mq_bridge.endpoints.twain.options import TwainOptions, open_store
 from mq_bridge.errors import ClosedError, EndpointError
 from twainmq import TwainMQError
-from twainmq.groups import CommitFencedError, GroupConsumer
+from twainmq.groups import CommitFencedError, GroupConsumer, GroupPaths
+from twainmq.groups.commits import read_commits
 
 __all__ = ["TwainInput"]
 
@@ -29,6 +31,7 @@ class _Span:
 
     first: dict[int, int]
     next: dict[int, int]
+    output_ends: dict[int, int] | None = None  # exactly-once: the output's ends when handed out
 
 
 class TwainInput(InputEndpoint):
@@ -54,6 +57,8 @@ class TwainInput(InputEndpoint):
         self._tag_source = tag_source
         self._uncommitted: dict[int, int] = {}  # acked, not yet committed: partition -> next
         self._next_commit = 0.0
+        self._ledger: OutputLedger | None = None  # exactly_once_output
+        self._unacked: dict[int, dict[int, int]] = {}  # id(span) -> output ends, oldest first
 
     def connect(self) -> None:
         with self._lock:
@@ -61,6 +66,10 @@ class TwainInput(InputEndpoint):
                 return
             options = self._options
             store = open_store(options)
+            if options.exactly_once_output is not None:
+                output = options.exactly_once_output
+                self._ledger = OutputLedger(store, self._group, options.topic, output)
+                self._unacked = {}
             try:
                 self._consumer = store.consumer(
                     options.topic,
@@ -68,8 +77,12 @@ class TwainInput(InputEndpoint):
                     group=self._group,
                     session_timeout=options.session_timeout,
                     on_revoke=self._commit_revoked,
+                    on_assign=self._assigned if self._ledger is not None else None,
+                    commit_fsync=options.fsync,
                 )
             except (OSError, TwainMQError) as error:
+                if self._ledger is not None:
+                    self._ledger.close()
                 raise EndpointError(f"{self}: cannot join the group: {error}") from error
             self._closed = False
 
@@ -84,7 +97,25 @@ class TwainInput(InputEndpoint):
                 m.with_metadata(_source_tags(topic, r.partition, r.offset))
                 for m, r in zip(messages, records)
             ]
-        return Batch(messages, _Span(first, after))
+        ledger = self._ledger
+        if ledger is None:
+            return Batch(messages, _Span(first, after))
+        ends = ledger.ends()  # before this batch's output can be written
+        with self._lock:
+            kept = [
+                m.with_metadata(ledger.source(r.partition, r.offset))
+                for m, r in zip(messages, records)
+                if not ledger.skip(r.partition, r.offset)
+            ]
+            if len(kept) < len(messages):
+                skipped = len(messages) - len(kept)
+                log.info("%s: %d messages have their output already: skipped", self, skipped)
+            if not kept:  # nothing to hand out: these count as acked
+                self._uncommitted.update(after)
+                return Batch([])
+            span = _Span(first, after, ends)
+            self._unacked[id(span)] = ends
+        return Batch(kept, span)
 
     def _poll(self, max_messages: int, timeout: float | None) -> list[Any]:
         """Messages as soon as there are any, until `timeout` or an `interrupt()`."""
@@ -113,6 +144,7 @@ class TwainInput(InputEndpoint):
         with self._lock:
             consumer = self._open()
             self._uncommitted.update(span.next)
+            self._unacked.pop(id(span), None)
             if time.monotonic() >= self._next_commit:
                 self._commit(consumer)
 
@@ -127,6 +159,10 @@ class TwainInput(InputEndpoint):
             consumer.commit({p: o for p, o in offsets.items() if p in owned})
         except CommitFencedError as error:
             moved = error.partitions
+        else:
+            if self._ledger is not None:  # after the commit: a crash between keeps the old
+                oldest = next(iter(self._unacked.values()), None)
+                self._ledger.save(owned, oldest)
         self._next_commit = time.monotonic() + self._options.commit_interval
         if moved:  # at least once: the new owner reads them again from the last commit
             log.info("%s: partitions %s moved before the commit; redelivered there", self, moved)
@@ -136,6 +172,16 @@ class TwainInput(InputEndpoint):
         consumer = self._consumer
         if consumer is not None and self._uncommitted:
             self._commit(consumer, partitions)
+        if self._ledger is not None:
+            self._ledger.forget(partitions)
+
+    def _assigned(self, partitions: list[int]) -> None:
+        """``on_assign`` with `exactly_once_output`: learn which messages of the partitions
+        taken have output already (runs inside a poll or the join: lock held)."""
+        assert self._ledger is not None
+        options = self._options
+        paths = GroupPaths.of(options.store_root, options.topic, self._group)
+        self._ledger.take(partitions, read_commits(paths))
 
     def nack(self, batch: Batch) -> None:
         """Seek back to the batch's start in every partition this member still owns."""
@@ -188,6 +234,8 @@ class TwainInput(InputEndpoint):
             finally:
                 self._consumer = None
                 consumer.close()
+                if self._ledger is not None:
+                    self._ledger.close()
 
     def _open(self) -> GroupConsumer:
         consumer = self._consumer

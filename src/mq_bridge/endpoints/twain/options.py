@@ -91,8 +91,17 @@ class TwainOptions(Options):
         None, description="Create the topic if it does not exist, with these settings."
     )
     key_from: str | None = Field(None, min_length=1, description="Output: key field.")
+    exactly_once_output: str | None = Field(
+        None,
+        pattern=NAME_PATTERN,
+        description=(
+            "Input: the twain topic of the same store this route writes to; a message whose"
+            " output is there already is not handed out again after a crash (exactly-once)."
+        ),
+    )
     fsync: Literal["never", "batch", "always"] = Field(
-        "never", description="Output: when the producer forces data to disk."
+        "never",
+        description="Output: when the producer forces data to disk; input: when commits are.",
     )
 
     @cached_property
