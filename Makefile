@@ -1,7 +1,7 @@
 # One toolchain, used the same way locally and in CI (.ci/run calls these targets).
 PY ?= python
 
-.PHONY: install lint format typecheck test check ci
+.PHONY: install lint format typecheck test docs check ci
 
 install:
 	$(PY) -m pip install -q -e '.[dev]'
@@ -19,5 +19,8 @@ typecheck:
 
 test:
 	$(PY) -m pytest
+
+docs:  # the documentation site into site/; --strict: a warning (broken link...) fails it
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 check: lint typecheck test

@@ -13,9 +13,12 @@ from where its input's commits left off. `join` re-raises an error that ended th
 
 from __future__ import annotations
 
+import atexit
 import enum
 import inspect
 import threading
+import time
+import weakref
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -100,6 +103,7 @@ class Route(FromConfig):
         self._thread = threading.Thread(target=self._run_and_close, name=f"route-{self.name}")
         self._thread.daemon = True
         self._thread.start()
+        _close_at_exit(self)
 
     def run(self) -> None:
         """Start and block until `stop()` (from another thread) or Ctrl-C."""
@@ -224,3 +228,30 @@ def _settings(
         empty_batch_delay=options.empty_batch_delay_ms / 1000,
         reconnect_interval=reconnect,
     )
+
+
+#: Routes whose thread may still run when the interpreter exits.
+_live_routes: weakref.WeakSet[Route] = weakref.WeakSet()
+_EXIT_GRACE_SECONDS = 10.0
+
+
+def _close_at_exit(route: Route) -> None:
+    if not _live_routes:
+        atexit.unregister(_stop_live_routes)
+        atexit.register(_stop_live_routes)
+    _live_routes.add(route)
+
+
+def _stop_live_routes() -> None:
+    """At interpreter exit: stop every route still running and let it close its endpoints
+    (commit what was acked, close broker clients) for up to ten seconds in all. A route
+    thread is a daemon: without this, an exit freezes it mid-call, and a driver's own
+    threads (librdkafka's) can then crash the process while it finalizes."""
+    routes = [route for route in list(_live_routes) if route.running]
+    for route in routes:
+        route.stop()
+    deadline = time.monotonic() + _EXIT_GRACE_SECONDS
+    for route in routes:
+        thread = route._thread
+        if thread is not None:
+            thread.join(max(0.0, deadline - time.monotonic()))

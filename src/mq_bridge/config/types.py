@@ -48,6 +48,7 @@ __all__ = [
     "RouteMap",
     "RoutesConfig",
     "SledConfig",
+    "SqlxConfig",
     "StaticConfig",
     "StreamBufferConfig",
     "SwitchConfig",
@@ -259,6 +260,7 @@ class Endpoint(TypedDict, total=False):
     ref: RefConfig
     response: ResponseConfig
     sled: SledConfig
+    sqlx: SqlxConfig
     static: StaticConfig
     stream_buffer: StreamBufferConfig
     switch: SwitchConfig
@@ -1057,6 +1059,83 @@ class SledConfig(_SledConfigRequired, total=False):
     read_from_start: bool
     #: Input: queue mode; acked messages are consumed for good.
     delete_after_read: bool
+
+
+class SqlxConfigTls(TypedDict, total=False):
+    """TLS configuration for the database connection."""
+
+    #: If true, enable TLS/SSL.
+    required: bool
+    #: Path to the CA certificate file (PEM) that verifies the server; the system's trusted CAs
+    #: when omitted.
+    ca_file: Union[str, None]
+    #: Path to the client certificate file (PEM), for mutual TLS.
+    cert_file: Union[str, None]
+    #: Path to the client private key file (PEM); read from cert_file when omitted.
+    key_file: Union[str, None]
+    #: Password for the private key (if encrypted).
+    cert_password: Union[str, None]
+    #: If true, disable server certificate verification, hostname check included (insecure).
+    accept_invalid_certs: bool
+
+
+class _SqlxConfigRequired(TypedDict):
+    #: Database connection URL: postgres:// (or postgresql://), mysql:// (or mariadb://),
+    #: sqlite://path. If it contains userinfo, it will be treated as a secret.
+    url: str
+    #: The table to interact with (letters, digits, underscores; schema.table allowed).
+    table: str
+
+
+class SqlxConfig(_SqlxConfigRequired, total=False):
+    """General SQLx connection configuration."""
+
+    #: Optional username. Takes precedence over any credentials embedded in the `url`.
+    username: Union[str, None]
+    #: Optional password. Takes precedence over any credentials embedded in the `url`.
+    password: Union[str, None]
+    #: (Publisher only) Optional. A custom SQL INSERT query. Use `?` as a placeholder for the
+    #: payload. If not provided, a default `INSERT INTO {table} (payload) VALUES (?)` is used (plus
+    #: `message_id` and `metadata` when the table has those columns).
+    insert_query: Union[str, None]
+    #: (Consumer only) Optional. A custom SQL SELECT query to fetch messages. It must return `id`
+    #: and `payload` columns and include a placeholder for the batch size (`$1` or `?`), to which
+    #: the bridge binds the batch size. It must claim rows itself.
+    select_query: Union[str, None]
+    #: (Consumer only) If true, delete messages after processing (else an acknowledged row is
+    #: marked processed and stays in the table).
+    delete_after_read: bool
+    #: If true, automatically create the table and indexes if they don't exist. Defaults to false.
+    auto_create_table: bool
+    #: (Consumer only) Polling interval in milliseconds. Defaults to 100ms.
+    polling_interval_ms: Union[int, None]
+    #: (Consumer only) If set, the poll interval backs off exponentially from `polling_interval_ms`
+    #: up to this value while drained, resetting on new rows. Unset = constant interval.
+    max_polling_interval_ms: Union[int, None]
+    #: (Consumer only) How long a claimed row stays locked to its consumer (`locked_until`); a dead
+    #: consumer's rows are handed out again after this. Defaults to 60000ms, the peer's fixed
+    #: lease.
+    lease_ms: Union[int, None]
+    #: (Consumer only) Include the mqb.src.sqlx_table and mqb.src.sqlx_id source positions (as
+    #: MQB_SOURCE_METADATA=1 does).
+    source_metadata: bool
+    #: TLS configuration for the database connection.
+    tls: SqlxConfigTls
+    #: Maximum number of connections in the pool. Defaults to 10.
+    max_connections: Union[int, None]
+    #: Minimum number of connections to keep in the pool. Defaults to 0.
+    min_connections: Union[int, None]
+    #: Timeout for acquiring a connection from the pool in milliseconds. Defaults to 30000ms.
+    acquire_timeout_ms: Union[int, None]
+    #: Maximum idle time for a connection in milliseconds. Defaults to 600000ms (10 minutes).
+    idle_timeout_ms: Union[int, None]
+    #: Maximum lifetime of a connection in milliseconds. Defaults to 1800000ms (30 minutes).
+    max_lifetime_ms: Union[int, None]
+    #: Ping each pooled connection before handing it out (default false). Costs a round-trip per
+    #: acquire. Accepted; always on here (endpoints hold their connection, so acquires are rare).
+    test_before_acquire: Union[bool, None]
+    #: Share one connection pool per connection (default: true); false forces a dedicated pool.
+    shared: Union[bool, None]
 
 
 class _StaticConfigOptionsRequired(TypedDict):

@@ -156,6 +156,43 @@ def amqp_case(url: str) -> ContractCase:
 CASES["amqp"], MARKS["amqp"] = broker_case("amqp", pytest.mark.amqp, amqp_case)
 
 
+def kafka_case(bootstrap: str) -> ContractCase:
+    """A one-partition topic (the suite checks order), deleted afterwards; a group of its own."""
+    from tests.mq_bridge.endpoints.test_kafka import delete_topic, kafka_config
+
+    topic = f"contract-{uuid.uuid4().hex[:8]}"
+    writer = kafka_config(bootstrap, topic)
+    reader = kafka_config(bootstrap, topic, group_id=f"{topic}-group")
+    return ContractCase(writer, reader, cleanup=lambda: delete_topic(bootstrap, topic))
+
+
+CASES["kafka"], MARKS["kafka"] = broker_case("kafka", pytest.mark.kafka, kafka_case)
+
+
+def sqlx_case(url: str) -> ContractCase:
+    """A table of its own (auto-created by either side), dropped afterwards."""
+    from tests.mq_bridge.endpoints.test_sqlx import drop_table, unique_table
+
+    table = unique_table("contract")
+    config = {"sqlx": {"url": url, "table": table, "auto_create_table": True}}
+    return ContractCase(config, config, cleanup=lambda: drop_table(url, table))
+
+
+def sqlx_sqlite_case(tmp_path: Path) -> ContractCase:
+    """SQLite in a file under tmp_path; ack deletes (the server cases mark processed)."""
+    url = f"sqlite://{tmp_path / 'contract.db'}"
+    config = {"sqlx": {"url": url, "table": "q", "auto_create_table": True}}
+    reader = {"sqlx": {**config["sqlx"], "delete_after_read": True}}
+    return ContractCase(config, reader)
+
+
+CASES["sqlx-postgres"], MARKS["sqlx-postgres"] = broker_case(
+    "postgres", pytest.mark.postgres, sqlx_case
+)
+CASES["sqlx-mysql"], MARKS["sqlx-mysql"] = broker_case("mysql", pytest.mark.mysql, sqlx_case)
+CASES["sqlx-sqlite"] = sqlx_sqlite_case
+
+
 def mongodb_case(url: str) -> ContractCase:
     """A work-queue collection of its own (`_id`s as hex: NX-27017 cannot update documents
     whose `_id` is binary), dropped afterwards."""
@@ -178,19 +215,6 @@ def sled_case(tmp_path: Path) -> ContractCase:
 
 
 CASES["sled"] = sled_case
-
-
-def kafka_case(bootstrap: str) -> ContractCase:
-    """A one-partition topic (the suite checks order), deleted afterwards; a group of its own."""
-    from tests.mq_bridge.endpoints.test_kafka import delete_topic, kafka_config
-
-    topic = f"contract-{uuid.uuid4().hex[:8]}"
-    writer = kafka_config(bootstrap, topic)
-    reader = kafka_config(bootstrap, topic, group_id=f"{topic}-group")
-    return ContractCase(writer, reader, cleanup=lambda: delete_topic(bootstrap, topic))
-
-
-CASES["kafka"], MARKS["kafka"] = broker_case("kafka", pytest.mark.kafka, kafka_case)
 
 
 def aws_case(endpoint: str) -> ContractCase:

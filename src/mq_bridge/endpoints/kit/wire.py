@@ -26,13 +26,20 @@ from collections.abc import Mapping
 from mq_bridge.endpoints.kit.source_metadata import SOURCE_PREFIX, drop_source_keys
 from mq_bridge.message import NO_METADATA, Message, new_message_id
 
-__all__ = ["MESSAGE_ID_HEADER", "headers_for", "message_from_wire", "position_id"]
+__all__ = [
+    "MESSAGE_ID_HEADER",
+    "POSITION_NAMESPACE",
+    "headers_for",
+    "message_from_wire",
+    "position_id",
+]
 
 log = logging.getLogger("mq_bridge.endpoints.wire")
 
 MESSAGE_ID_HEADER = "mq_bridge.message_id"
-# Ids made from source positions. Never change it: ids must stay stable across versions.
-_POSITION_NAMESPACE = uuid.UUID("c51c8622-b76b-4320-b6f0-499679493945")
+#: Ids made from source positions (`position_id`; sqlx derives its row ids from it). Never
+#: change it: ids must stay stable across versions.
+POSITION_NAMESPACE = uuid.UUID("c51c8622-b76b-4320-b6f0-499679493945")
 
 
 def headers_for(message: Message) -> dict[str, str]:
@@ -81,7 +88,7 @@ def position_id(*parts: str | int) -> int:
     """
     # Length-prefixed, so ("a.b", "c") and ("a", "b.c") differ.
     name = "".join(f"{len(text)}:{text};" for text in map(str, parts))
-    return uuid.uuid5(_POSITION_NAMESPACE, name).int
+    return uuid.uuid5(POSITION_NAMESPACE, name).int
 
 
 def _parse_id(text: str) -> int | None:
