@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
 
 from mq_bridge.errors import ConfigError
 
@@ -66,9 +66,24 @@ MAX_INT64 = 2**63 - 1
 
 
 class Options(BaseModel):
-    """Base of every option declaration: unknown keys are errors, parsed options are frozen."""
+    """Base of every option declaration: unknown keys are errors, parsed options are frozen.
+
+    `NULL_IS_DEFAULT` names the options where ``null`` means "use the default", as the
+    peers' schemas allow (``request_timeout_ms: null``): such keys are dropped before
+    validation, so the field's default applies.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=False)
+
+    NULL_IS_DEFAULT: ClassVar[frozenset[str]] = frozenset()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_default(cls, data: Any) -> Any:
+        nullable = cls.NULL_IS_DEFAULT
+        if nullable and isinstance(data, dict):
+            return {k: v for k, v in data.items() if not (v is None and k in nullable)}
+        return data
 
 
 class OptionError(ValueError):

@@ -39,13 +39,11 @@ def build_input(options: CustomOptions, context: BuildContext) -> InputEndpoint:
     """The registered endpoint as an input."""
     from mq_bridge.endpoints.python import registry
 
-    registry.endpoint_factory(options.name, "custom.name")  # a clear error names the option
-    return registry.build_input(options.name, options.config, context)
+    return registry.build_input(options.name, options.config, context, "custom.name")
 
 
 def build_output(options: CustomOptions, context: BuildContext) -> OutputEndpoint:
     """The registered endpoint as an output."""
     from mq_bridge.endpoints.python import registry
 
-    registry.endpoint_factory(options.name, "custom.name")
-    return registry.build_output(options.name, options.config, context)
+    return registry.build_output(options.name, options.config, context, "custom.name")

@@ -31,13 +31,11 @@ def build_input(options: RefOptions, context: BuildContext) -> InputEndpoint:
     """The referenced endpoint as an input."""
     from mq_bridge.endpoints.python import registry
 
-    registry.endpoint_factory(options.root, "ref")
-    return registry.build_input(options.root, None, context)
+    return registry.build_input(options.root, None, context, "ref")
 
 
 def build_output(options: RefOptions, context: BuildContext) -> OutputEndpoint:
     """The referenced endpoint as an output."""
     from mq_bridge.endpoints.python import registry
 
-    registry.endpoint_factory(options.root, "ref")
-    return registry.build_output(options.root, None, context)
+    return registry.build_output(options.root, None, context, "ref")

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
 import pytest
 
 from mq_bridge import Message, Publisher, Route
@@ -27,8 +28,6 @@ from mq_bridge.errors import (
 from mq_bridge.runtime.factory import build_input, build_output, new_context
 from tests.mq_bridge.endpoints.test_zeromq import free_port
 from tests.mq_bridge.kit.test_tls import Pki, pki  # noqa: F401 - the fixture
-
-grpc = pytest.importorskip("grpc")
 
 Config = dict[str, Any]
 

@@ -21,8 +21,6 @@ from tests.mq_bridge.endpoints.test_grpc import Acker, client, server
 from tests.mq_bridge.endpoints.test_zeromq import free_port
 from tests.mq_bridge.endpoints.test_zeromq_interop import finish, go, peer  # noqa: F401
 
-pytest.importorskip("grpc")
-
 PEER_SCRIPT = r"""
 import json, sys, time
 from mq_bridge import Consumer, Message, Publisher, Route

@@ -22,8 +22,6 @@ import pytest
 from mq_bridge import Consumer, Message, Publisher, Route
 from mq_bridge.errors import ConfigError, EndpointUnavailableError, RequestTimeoutError, SendError
 
-pytest.importorskip("aiohttp")
-
 BODY = b'{"order": 42}'
 
 
@@ -436,7 +434,6 @@ def test_a_consumer_polls_requests_and_commit_answers_them() -> None:
 
 
 def test_http_and_websocket_inputs_share_one_port() -> None:
-    pytest.importorskip("websockets")
     from tests.mq_bridge.endpoints.test_websocket import client_exchange
 
     port = free_port()

@@ -21,8 +21,6 @@ from mq_bridge.endpoints.base import Batch
 from mq_bridge.runtime.factory import build_input, build_output, new_context
 from tests.mq_bridge.endpoints.test_http import call, free_port, http_config, serving
 
-pytest.importorskip("aiohttp")
-
 REQUEST = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"
 
 

@@ -22,8 +22,6 @@ from mq_bridge import Consumer, Message, Publisher, Route
 from tests import peers
 from tests.mq_bridge.endpoints.test_http import free_port, http_config, serving
 
-pytest.importorskip("aiohttp")
-
 PEER_SCRIPT = r"""
 import json, sys
 from mq_bridge import Consumer, Message, Publisher, Route

@@ -8,13 +8,9 @@ import threading
 import time
 from typing import Any
 
-import pytest
-
 from mq_bridge import Consumer, Message, Publisher, Route
 from mq_bridge.endpoints.http.streaming import ItemSplitter, stream_format
 from tests.mq_bridge.endpoints.test_http import call, free_port, http_config
-
-pytest.importorskip("aiohttp")
 
 
 def split(fmt: Any, chunks: list[bytes]) -> list[tuple[bytes, dict[str, str]]]:

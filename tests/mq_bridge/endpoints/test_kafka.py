@@ -12,7 +12,7 @@ import os
 import ssl
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -44,13 +44,26 @@ def kafka_config(
     return {"kafka": options}
 
 
-def delete_topic(bootstrap: str, topic: str) -> None:
-    """Delete `topic` (bounded); a topic that is gone is fine."""
+def delete_topic(bootstrap: str, topic: str, groups: Sequence[str] = ()) -> None:
+    """Delete `topic` and its consumer groups: those named after it (``{topic}-g``...) and
+    `groups` (bounded; what is gone already is fine). The server is shared: a group left
+    behind stays in its memory."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "logger": QUIET})
     try:
         admin.delete_topics([topic], operation_timeout=10, request_timeout=10)[topic].result(15)
+    except Exception:
+        pass
+    try:
+        listed = admin.list_consumer_groups(request_timeout=10).result(15)
+        names = {g.group_id for g in listed.valid if g.group_id.startswith(topic)} | set(groups)
+        futures = admin.delete_consumer_groups(sorted(names), request_timeout=10) if names else {}
+        for future in futures.values():
+            try:
+                future.result(15)
+            except Exception:
+                pass  # a group with a live member, or gone already
     except Exception:
         pass
 

@@ -58,8 +58,9 @@ def pipeline(kafka_bootstrap: str, tmp_path: Path) -> Iterator[Path]:
     try:
         yield path
     finally:
+        groups = (f"enrich-{suffix}", f"viewer-{suffix}")
         for topic in (f"orders-{suffix}", f"enriched-{suffix}"):
-            delete_topic(kafka_bootstrap, topic)
+            delete_topic(kafka_bootstrap, topic, groups)
 
 
 def start_member(config: Path, log: Path) -> subprocess.Popen[bytes]:

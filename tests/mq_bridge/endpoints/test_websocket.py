@@ -22,8 +22,6 @@ from mq_bridge.endpoints.base import Batch
 from mq_bridge.errors import ConfigError, EndpointUnavailableError
 from mq_bridge.runtime.factory import build_input, build_output, new_context
 
-websockets = pytest.importorskip("websockets")
-
 
 def free_port() -> int:
     with socket.socket() as sock:

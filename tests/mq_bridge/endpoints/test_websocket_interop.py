@@ -17,8 +17,6 @@ from tests import peers
 from tests.mq_bridge.endpoints.test_http_interop import PEER_SCRIPT, peer_process
 from tests.mq_bridge.endpoints.test_websocket import free_port, ws_config
 
-pytest.importorskip("websockets")
-
 PAYLOADS = [b'{"order": 1}', "ünïcode text".encode(), b"plain"]
 
 

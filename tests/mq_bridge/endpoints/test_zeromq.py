@@ -10,14 +10,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import zmq
 
 from mq_bridge import Message, Publisher, Route
 from mq_bridge.endpoints.base import Batch, InputEndpoint, OutputEndpoint
 from mq_bridge.endpoints.zeromq.codec import decode, encode_envelopes
 from mq_bridge.errors import ClosedError, ConfigError, EndpointError, EndpointUnavailableError
 from mq_bridge.runtime.factory import build_input, build_output, new_context
-
-zmq = pytest.importorskip("zmq")
 
 Config = dict[str, Any]
 

@@ -22,8 +22,6 @@ from mq_bridge.runtime.factory import build_input, build_output, new_context
 from tests import peers
 from tests.mq_bridge.endpoints.test_zeromq import free_port, receive_n, zeromq
 
-pytest.importorskip("zmq")
-
 PEER_SCRIPT = r"""
 import json, sys, time
 from mq_bridge import Consumer, Message, Publisher, Route

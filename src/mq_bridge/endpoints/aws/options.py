@@ -8,7 +8,7 @@ and `shared`.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
@@ -93,15 +93,6 @@ class AwsOptions(Options):
         description="Share one AWS client per region, endpoint and credentials with the "
         "process's other aws endpoints.",
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _null_means_default(cls, data: Any) -> Any:
-        """The peer writes ``null`` for "use the default": drop such keys before validation."""
-        if isinstance(data, dict):
-            nullable = cls.NULL_IS_DEFAULT
-            return {k: v for k, v in data.items() if not (v is None and k in nullable)}
-        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> AwsOptions:

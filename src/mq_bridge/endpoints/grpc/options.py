@@ -9,9 +9,9 @@ this endpoint speaks the ``mqbridge.Bridge`` service only.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from mq_bridge.config.declarations import MAX_MILLISECONDS, OptionError, Options, secret_field
 from mq_bridge.endpoints.kit.tls import TlsOptions
@@ -149,12 +149,8 @@ class GrpcOptions(Options):
         "a dedicated channel.",
     )
 
-    @field_validator("shared", mode="before")
-    @classmethod
-    def _null_means_default(cls, value: Any, info: ValidationInfo) -> Any:
-        if value is None and info.field_name is not None:
-            return cls.model_fields[info.field_name].default
-        return value
+    #: Options where ``null`` means "the default" (the peer's schema allows it).
+    NULL_IS_DEFAULT: ClassVar[frozenset[str]] = frozenset({"shared"})
 
     @model_validator(mode="after")
     def _consistent(self) -> GrpcOptions:

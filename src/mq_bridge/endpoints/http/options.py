@@ -8,10 +8,10 @@ means that default here too.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import ClassVar, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from mq_bridge.config.declarations import (
     MAX_MILLISECONDS,
@@ -32,21 +32,6 @@ Compression = Literal["none", "gzip", "lz4", "zstd"]
 DEFAULT_HEADER_READ_TIMEOUT_MS = 30_000
 #: 1.2.0's default body limit.
 DEFAULT_MAX_BODY_BYTES = 256 * 1024 * 1024
-
-_DEFAULTS_FOR_NULL = {
-    "request_timeout_ms": 30_000,
-    "internal_buffer_size": 100,
-    "batch_concurrency": 20,
-    "tcp_keepalive_ms": 60_000,
-    "pool_idle_timeout_ms": 90_000,
-    "compression_threshold_bytes": 1024,
-    "concurrency_limit": 100,
-    "message_id_header": "message-id",
-    "max_body_bytes": DEFAULT_MAX_BODY_BYTES,
-    "inline_response_fast_path": True,
-    "shared": True,
-    "compression_enabled": False,
-}
 
 
 class HttpOptions(Options):
@@ -200,12 +185,23 @@ class HttpOptions(Options):
         "classifying non-2xx statuses as publisher errors.",
     )
 
-    @field_validator(*_DEFAULTS_FOR_NULL, mode="before")
-    @classmethod
-    def _null_means_default(cls, value: Any, info: ValidationInfo) -> Any:
-        if value is None and info.field_name is not None:
-            return _DEFAULTS_FOR_NULL[info.field_name]
-        return value
+    #: Options where ``null`` means "the default" (the peer's schema allows it).
+    NULL_IS_DEFAULT: ClassVar[frozenset[str]] = frozenset(
+        {
+            "request_timeout_ms",
+            "internal_buffer_size",
+            "batch_concurrency",
+            "tcp_keepalive_ms",
+            "pool_idle_timeout_ms",
+            "compression_threshold_bytes",
+            "concurrency_limit",
+            "message_id_header",
+            "max_body_bytes",
+            "inline_response_fast_path",
+            "shared",
+            "compression_enabled",
+        }
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> HttpOptions:

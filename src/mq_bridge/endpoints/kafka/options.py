@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from mq_bridge.config.declarations import OptionError, Options, secret_field
 from mq_bridge.endpoints.kit.tls import TlsOptions
@@ -114,12 +114,8 @@ class KafkaOptions(Options):
         "back to the message id. Default unset.",
     )
 
-    @field_validator("shared", "partitions", "create_topic", mode="before")
-    @classmethod
-    def _null_means_default(cls, value: Any, info: ValidationInfo) -> Any:
-        if value is None and info.field_name is not None:
-            return cls.model_fields[info.field_name].default
-        return value
+    #: Options where ``null`` means "the default" (the peer's schema allows it).
+    NULL_IS_DEFAULT: ClassVar[frozenset[str]] = frozenset({"shared", "partitions", "create_topic"})
 
     @field_validator("producer_options", "consumer_options", mode="before")
     @classmethod

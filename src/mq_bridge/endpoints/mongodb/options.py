@@ -167,15 +167,6 @@ class MongoDbOptions(Options):
         "cannot update documents with a binary `_id`, such as the NX-27017 emulator).",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _null_means_default(cls, data: Any) -> Any:
-        """The peer writes ``null`` for "use the default": drop such keys before validation."""
-        if isinstance(data, dict):
-            nullable = cls.NULL_IS_DEFAULT
-            return {k: v for k, v in data.items() if not (v is None and k in nullable)}
-        return data
-
     @model_validator(mode="after")
     def _consistent(self) -> MongoDbOptions:
         try:

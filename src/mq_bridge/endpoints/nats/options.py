@@ -8,10 +8,10 @@ an option with a documented default, ``null`` means that default here too.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import ClassVar, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from mq_bridge.config.declarations import (
     MAX_INT64,
@@ -124,19 +124,16 @@ class NatsOptions(Options):
         "connection.",
     )
 
-    @field_validator(
-        "request_timeout_ms",
-        "stream_max_messages",
-        "stream_max_bytes",
-        "prefetch_count",
-        "shared",
-        mode="before",
+    #: Options where ``null`` means "the default" (the peer's schema allows it).
+    NULL_IS_DEFAULT: ClassVar[frozenset[str]] = frozenset(
+        {
+            "request_timeout_ms",
+            "stream_max_messages",
+            "stream_max_bytes",
+            "prefetch_count",
+            "shared",
+        }
     )
-    @classmethod
-    def _null_means_default(cls, value: Any, info: ValidationInfo) -> Any:
-        if value is None and info.field_name is not None:
-            return cls.model_fields[info.field_name].default
-        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> NatsOptions:

@@ -177,22 +177,23 @@ def _endpoint_module(name: str) -> types.ModuleType:
     return module
 
 
-def build_input(name: str, config: Any, context: BuildContext) -> InputEndpoint:
-    """An input over the object that endpoint `name`'s factory makes for `config`."""
+def build_input(name: str, config: Any, context: BuildContext, path: str = "") -> InputEndpoint:
+    """An input over the object that endpoint `name`'s factory makes for `config`; an
+    unknown `name` is a `ConfigError` at `path` (default: the name)."""
     from mq_bridge.endpoints.python.adapters import PythonInput
 
-    return PythonInput(name, _maker(name, config, context))
+    return PythonInput(name, _maker(name, config, context, path or name))
 
 
-def build_output(name: str, config: Any, context: BuildContext) -> OutputEndpoint:
+def build_output(name: str, config: Any, context: BuildContext, path: str = "") -> OutputEndpoint:
     """An output over the object that endpoint `name`'s factory makes for `config`."""
     from mq_bridge.endpoints.python.adapters import PythonOutput
 
-    return PythonOutput(name, _maker(name, config, context))
+    return PythonOutput(name, _maker(name, config, context, path or name))
 
 
-def _maker(name: str, config: Any, context: BuildContext) -> Callable[[], Any]:
-    factory = endpoint_factory(name, name)
+def _maker(name: str, config: Any, context: BuildContext, path: str) -> Callable[[], Any]:
+    factory = endpoint_factory(name, path)
     route_name = context.route_name
     arguments = {} if config is None else config
     return lambda: factory(route_name, arguments)

@@ -7,7 +7,7 @@ null is read as the option left out.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
@@ -49,15 +49,6 @@ class _RedisServer(Options):
 
     #: Options where ``null`` means "the default" (the peer's schema allows it).
     NULL_IS_DEFAULT: ClassVar[frozenset[str]] = frozenset()
-
-    @model_validator(mode="before")
-    @classmethod
-    def _null_means_default(cls, data: Any) -> Any:
-        """The peer writes ``null`` for "use the default": drop such keys before validation."""
-        if isinstance(data, dict):
-            nullable = cls.NULL_IS_DEFAULT
-            return {k: v for k, v in data.items() if not (v is None and k in nullable)}
-        return data
 
     @model_validator(mode="after")
     def _url_is_redis(self) -> _RedisServer:

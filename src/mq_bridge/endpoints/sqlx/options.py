@@ -9,7 +9,7 @@ schema allows ``null`` for "the default", so do we: a null is read as the option
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import Field, model_validator
 
@@ -194,15 +194,6 @@ class SqlxOptions(Options):
         description="Share one connection pool per connection (default: true); false forces a "
         "dedicated pool.",
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _null_means_default(cls, data: Any) -> Any:
-        """The peer writes ``null`` for "use the default": drop such keys before validation."""
-        if isinstance(data, dict):
-            nullable = cls.NULL_IS_DEFAULT
-            return {k: v for k, v in data.items() if not (v is None and k in nullable)}
-        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> SqlxOptions:

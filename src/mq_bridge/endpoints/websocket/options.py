@@ -7,9 +7,9 @@ and `request_timeout_ms`.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import ClassVar, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from mq_bridge.config.declarations import MAX_MILLISECONDS, OptionError, Options, secret_field
 from mq_bridge.endpoints.kit.tls import TlsOptions
@@ -17,14 +17,6 @@ from mq_bridge.endpoints.kit.tls import TlsOptions
 __all__ = ["WebSocketOptions"]
 
 ExecutionMode = Literal["auto", "direct_only", "routed"]
-
-_DEFAULTS_FOR_NULL = {
-    "message_id_header": "message-id",
-    "routed_queue_capacity": 100,
-    "backlog": 4096,
-    "max_message_bytes": 16 * 1024 * 1024,
-    "request_timeout_ms": 30_000,
-}
 
 
 class WebSocketOptions(Options):
@@ -96,12 +88,16 @@ class WebSocketOptions(Options):
         "send for the connection. Defaults to 30000ms; 0 = no limit.",
     )
 
-    @field_validator(*_DEFAULTS_FOR_NULL, mode="before")
-    @classmethod
-    def _null_means_default(cls, value: Any, info: ValidationInfo) -> Any:
-        if value is None and info.field_name is not None:
-            return _DEFAULTS_FOR_NULL[info.field_name]
-        return value
+    #: Options where ``null`` means "the default" (the peer's schema allows it).
+    NULL_IS_DEFAULT: ClassVar[frozenset[str]] = frozenset(
+        {
+            "message_id_header",
+            "routed_queue_capacity",
+            "backlog",
+            "max_message_bytes",
+            "request_timeout_ms",
+        }
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> WebSocketOptions:

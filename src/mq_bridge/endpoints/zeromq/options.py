@@ -8,9 +8,9 @@ The names, types and meanings are mq-bridge's ``ZeroMqConfig``: 0.3.2's `url`,
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import ClassVar, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from mq_bridge.config.declarations import MAX_MILLISECONDS, OptionError, Options
 
@@ -88,12 +88,10 @@ class ZeroMqOptions(Options):
         "`ZMQ_MAXMSGSIZE`): a peer that sends a larger one is disconnected. Default 64 MiB.",
     )
 
-    @field_validator("format", "backend", "request_timeout_ms", "max_message_size", mode="before")
-    @classmethod
-    def _null_means_default(cls, value: Any, info: ValidationInfo) -> Any:
-        if value is None and info.field_name is not None:
-            return cls.model_fields[info.field_name].default
-        return value
+    #: Options where ``null`` means "the default" (the peer's schema allows it).
+    NULL_IS_DEFAULT: ClassVar[frozenset[str]] = frozenset(
+        {"format", "backend", "request_timeout_ms", "max_message_size"}
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ZeroMqOptions:
