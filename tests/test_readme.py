@@ -24,8 +24,6 @@ README = REPOSITORY / "README.md"
 #: A text found in the block -> why that block is not run here.
 SKIPPED = {
     "pip install -e . && mq-bridge demo": "installs the package (CI's fresh venv does that)",
-    "make lint typecheck": "installs packages and runs every test and check",
-    "bench/twainmq_bench.py --compare": "benchmarks take minutes and build the peers' venvs",
 }
 
 _BLOCK = re.compile(r"^```(python|bash)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
