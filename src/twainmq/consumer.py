@@ -11,7 +11,7 @@ import gc
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
-from itertools import chain, zip_longest
+from itertools import chain
 from math import isfinite
 from numbers import Real
 from typing import Any
@@ -161,7 +161,7 @@ class Consumer:
         if len(chunks) == 1:
             self._ready = chunks[0]
         else:
-            self._ready = [m for row in zip_longest(*chunks) for m in row if m is not None]
+            self._ready = interleave(chunks)
         self._chunks = chunks
         self._chunk_of = {chunk[0].partition: chunk for chunk in chunks}
         self._buffer_generation += 1
@@ -300,7 +300,7 @@ class Consumer:
             for message in reversed(self._ready[self._next : self._ready_len]):
                 first[message.partition] = message.offset
             return first
-        # _ready is zip_longest(*chunks): round r holds the r-th message of every chunk longer
+        # _ready is interleave(chunks): round r holds the r-th message of every chunk longer
         # than r. Find the round under way (r) and how many chunks it has served (served).
         lengths = sorted(len(chunk) for chunk in chunks)
         remaining, previous, i = self._next, 0, 0
@@ -409,3 +409,14 @@ def check_count(n: object) -> int:
     if type(n) is not int or n < 1:
         raise InvalidOptionError(f"n {n!r} must be an integer >= 1")
     return n
+
+
+def interleave(chunks: list[list[Message]]) -> list[Message]:
+    """One message of each chunk in turn, as ``zip_longest`` would give them (without its
+    fill values): whole rounds are zipped in C, then the chunks that are longer go on."""
+    ready: list[Message] = []
+    while chunks:
+        shortest = min(map(len, chunks))
+        ready += chain.from_iterable(zip(*chunks))
+        chunks = [chunk[shortest:] for chunk in chunks if len(chunk) > shortest]
+    return ready

@@ -74,7 +74,7 @@ _POLL_FIRST, _POLL_MAX = 20e-6, 0.002  # seconds between a waiter's tries (doubl
 _HELD_HERE: set[tuple[int, int]] = set()
 # Heads whose lock a PartitionLog of this process holds lazily: a waiter here asks it directly.
 _LAZY_HERE: dict[tuple[int, int], PartitionLog] = {}
-_unpack_head, _pack_end_and_next = HEAD_FIELDS.unpack_from, END_AND_NEXT.pack_into
+_pack_end_and_next = END_AND_NEXT.pack_into
 _SEALED_AT = HEAD_CHECK_AT + 4
 _UNSEALED = bytes(4)
 _SEALED = struct.pack("<I", HEAD_SEALED)
@@ -105,10 +105,21 @@ class PartitionLog:
         self._segment_fd = -1
         self._index_fd = -1
         self._index_seed = 0
+        # The head as this object last wrote it, kept while it holds the lock (no other
+        # writer can move the head then): single writes need not read the mapping.
+        # _known_due = -1 means "not known": read the mapping (the slow path).
+        self._known_end = self._known_next = 0
+        self._known_due = -1
         self._open_and_recover()
 
     def _open_and_recover(self) -> None:
-        """Recover the partition, unless a live writer holds it (and so keeps it whole)."""
+        """Recover the partition, unless a live writer holds it (and so keeps it whole).
+
+        A writer of this process that holds the lock lazily is alive: opening the partition
+        again (a reader, ``end_offsets``, the console) must not make it give the lock back,
+        as ``_try_lock`` would, nor scan the tail."""
+        if self._identity in _LAZY_HERE and self.read_head_if_valid() is not None:
+            return
         if not self._try_lock():
             if self.read_head_if_valid() is not None:
                 return
@@ -183,6 +194,7 @@ class PartitionLog:
     def _give_back(self) -> None:
         """Release the flock this object holds (call with ``self._threads`` held)."""
         self._locked = False
+        self._known_due = -1  # other writers may move the head from now on
         if _LAZY_HERE.get(self._identity) is self:
             del _LAZY_HERE[self._identity]
         RELEASER.discard(self)
@@ -215,6 +227,7 @@ class PartitionLog:
     def forget_lock_after_fork(self) -> None:
         """In a forked child: the flock belongs to the parent's open file; leave it alone."""
         self._locked = self._held = False
+        self._known_due = -1
         _LAZY_HERE.pop(self._identity, None)
 
     def hold(self) -> None:
@@ -266,6 +279,7 @@ class PartitionLog:
         end (0 after a roll) only finds no new data for a moment. The other order let it pair
         the new segment with the old segment's end, and read the new segment from there.
         """
+        self._known_due = -1
         _AFTER_BASE.pack_into(self._head, _END_AT, end, next_offset, index_bytes, next_index)
         _BASE.pack_into(self._head, _FIELDS_AT, base)
 
@@ -325,30 +339,41 @@ class PartitionLog:
             self._wait_for_lock()
 
     def append_one(self, record: bytes, timestamp_us: int, sync: bool, durable_roll: bool) -> int:
-        """Append one record; the common case (no roll, no index entry due) is kept short."""
-        with self._threads:
-            if not self._locked:
-                self._take_lazily()
-            self.used = True
-            base, end, next_offset, _, next_index = _unpack_head(self._head, _FIELDS_AT)
-            if (
-                base != self._segment_base
-                or end >= next_index
-                or end + len(record) > self._segment_bytes
-            ):
-                next_offset = self._append_locked(record, _FIRST, timestamp_us, sync, durable_roll)
-            else:
+        """Append one record; return its offset.
+
+        The common case is kept short: this object holds the lock and knows the head from its
+        last write (``_known_*``), no index entry is due and the record fits the segment.
+        Then the write is one ``pwrite`` and two stores into the head's mapping. Otherwise
+        (the first write after taking the lock, a roll, an index entry) it goes the way of
+        ``append``. ``acquire``/``release`` rather than ``with``: measured ~70 ns less a call.
+        """
+        threads = self._threads
+        threads.acquire()
+        try:
+            end = self._known_end
+            if end < self._known_due and end + len(record) <= self._segment_bytes:
                 _pwrite(self._segment_fd, record, end)
                 if sync:
                     os.fdatasync(self._segment_fd)
-                _pack_end_and_next(self._head, _END_AT, end + len(record), next_offset + 1)
+                offset = self._known_next
+                self._known_end = end = end + len(record)
+                self._known_next = offset + 1
+                _pack_end_and_next(self._head, _END_AT, end, offset + 1)
+            else:
+                if not self._locked:
+                    self._take_lazily()
+                offset = self._append_locked(record, _FIRST, timestamp_us, sync, durable_roll)
+            self.used = True
             if self._head[_WANTED] and not self._held:
                 self._give_back()
-            return next_offset
+            return offset
+        finally:
+            threads.release()
 
     def _append_locked(
         self, data: bytes, positions: list[int], timestamp_us: int, sync: bool, durable_roll: bool
     ) -> int:
+        self._known_due = -1  # not known until this write is whole (it may raise half-way)
         base, end, next_offset, _, next_index = HEAD_FIELDS.unpack_from(self._head, _FIELDS_AT)
         if end and end + len(data) > self._segment_bytes:
             base, end, _, next_index = self._roll(next_offset, end, durable_roll)
@@ -356,15 +381,19 @@ class PartitionLog:
             self._open_segment(base)
         os.pwrite(self._segment_fd, data, end)
         if end + positions[-1] >= next_index:
-            self._add_index_entries(base, end, next_offset, positions, timestamp_us)
+            next_index = self._add_index_entries(base, end, next_offset, positions, timestamp_us)
         if sync:
             os.fdatasync(self._segment_fd)
-        END_AND_NEXT.pack_into(self._head, _END_AT, end + len(data), next_offset + len(positions))
-        return int(next_offset)
+        end += len(data)
+        next_offset += len(positions)
+        END_AND_NEXT.pack_into(self._head, _END_AT, end, next_offset)
+        self._known_end, self._known_next, self._known_due = end, next_offset, next_index
+        return int(next_offset - len(positions))
 
     def _add_index_entries(
         self, base: int, end: int, first: int, positions: list[int], timestamp_us: int
-    ) -> None:
+    ) -> int:
+        """Append the index entries these records are due; return the next due position."""
         _, _, _, index_bytes, due = HEAD_FIELDS.unpack_from(self._head, _FIELDS_AT)
         entries = []
         for number, position in enumerate(positions):
@@ -380,6 +409,7 @@ class PartitionLog:
             data = INDEX_MAGIC + data
         os.pwrite(self._index_fd, data, index_bytes)
         struct.pack_into("<qq", self._head, _END_AT + 16, index_bytes + len(data), due)
+        return due
 
     def _open_segment(self, base: int) -> None:
         self.close_files()
@@ -428,6 +458,7 @@ class PartitionLog:
                 os.close(fd)
         self._segment_fd = self._index_fd = -1
         self._segment_base = -1
+        self._known_due = -1
 
     def close(self) -> None:
         """Close every file of this partition."""

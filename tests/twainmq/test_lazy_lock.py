@@ -156,3 +156,34 @@ def test_an_idle_exclusive_holder_keeps_the_lock_until_kill_9_frees_it(tmq: Twai
     waiter.join(timeout=60)
     assert written == [1]  # the waiting writer got the partition once the holder died
     assert [m.message for m in tmq.consumer("t").poll_many(10, timeout=1)] == ["held:0", "after"]
+
+
+def test_opening_the_topic_again_in_this_process_leaves_a_writer_its_lock(
+    tmq: Twain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Polling `end_offsets` (a bench, the console) while a producer of the same process
+    writes must not take the lock from the producer and recover the partition each time."""
+    from twainmq import partition
+
+    tmq.create_topic("t", partitions=1)
+    producer = tmq.producer("t")
+    recovered: list[int] = []
+    recover = partition.PartitionLog.recover
+    monkeypatch.setattr(
+        partition.PartitionLog,
+        "recover",
+        lambda self, *a, **k: (recovered.append(1), recover(self, *a, **k))[1],
+    )
+    taken: list[int] = []
+    take = partition.PartitionLog._take_lazily
+    monkeypatch.setattr(
+        partition.PartitionLog, "_take_lazily", lambda self: (taken.append(1), take(self))[1]
+    )
+    for number in range(200):
+        producer.write_message(1, str(number))
+        assert tmq.end_offsets("t") == {0: number + 1}
+    producer.close()
+    # Once per write without the guard. The producer takes the lock again, and an open
+    # recovers, only after the idle releaser freed it (a thread stalled for a tick or more).
+    assert len(taken) < 20
+    assert len(recovered) < 20

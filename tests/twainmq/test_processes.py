@@ -85,6 +85,10 @@ def test_kill_9_mid_stream_loses_no_acknowledged_write(
         writers = [
             start_writer(tmq.root_dir, n, 10**6, fsync, tmp_path / f"{n}.acks") for n in names
         ]
+        for name in names:  # started and writing (interpreter start-up is slow under load)
+            deadline = time.monotonic() + 60
+            while not read_acks(tmp_path / f"{name}.acks") and time.monotonic() < deadline:
+                time.sleep(0.01)
         time.sleep(rng.uniform(0.3, 0.6))
         for process in writers:
             os.kill(process.pid, signal.SIGKILL)

@@ -47,14 +47,17 @@ class TwainOutput(OutputEndpoint):
         """Write the batch with one call before returning (synced first with fsync batch)."""
         self._open()
         key_of, limit = self._key_of, self._max_bytes
-        pairs: list[tuple[Any, bytes]] = []
+        records = list(map(encode_envelope, messages))
         failures: dict[int, BaseException] = {}
-        for index, message in enumerate(messages):
-            record = encode_envelope(message)
-            if len(record) > limit:
-                failures[index] = self._too_large(record)
-            else:
-                pairs.append((key_of(message), record))
+        if records and max(map(len, records)) <= limit:  # the common case, looped in C
+            pairs: list[tuple[Any, bytes]] = list(zip(map(key_of, messages), records))
+        else:
+            pairs = []
+            for index, (message, record) in enumerate(zip(messages, records)):
+                if len(record) > limit:
+                    failures[index] = self._too_large(record)
+                else:
+                    pairs.append((key_of(message), record))
         if pairs:
             try:
                 with self._lock:
