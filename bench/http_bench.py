@@ -1,6 +1,6 @@
-"""HTTP request-reply: our http input + `response` vs mq-bridge 1.2.0 vs aiohttp alone.
+"""HTTP request-reply: our http input + `response` vs mq-bridge 1.2.0, aiohttp, FastAPI.
 
-    .venv/bin/python bench/http_bench.py [--duration 10] [--runs 3] [--systems ours,peer,aiohttp]
+    .venv/bin/python bench/http_bench.py [--duration 10] [--runs 3] [--systems ours,peer,...]
 
 Each system is a server in its own process answering ``POST /bench`` with a trivial Python
 handler (the request's JSON body in, ``{"ok": true}`` out):
@@ -8,6 +8,11 @@ handler (the request's JSON body in, ``{"ok": true}`` out):
     ours      Route(http input -> handler -> response), this repository's mq_bridge
     peer      the same route on mq-bridge 1.2.0 (`.peers/mq-bridge`, scripts/peer-venv.sh)
     aiohttp   aiohttp.web alone, one handler (what a hand-written aiohttp service does)
+    fastapi   FastAPI on uvicorn (uvloop + httptools, one worker, no access log)
+    granian   the same FastAPI app on granian (ASGI, one worker)
+
+FastAPI, uvicorn and granian live in a peer venv (`scripts/peer-venv.sh fastapi`); a
+system whose venv is missing is skipped, and the run says so.
 
 The load generator is wrk (``apt-get install wrk``): 2 threads, 64 connections, POST of
 ~100 B JSON. Runs alternate between the systems (ours, peer, aiohttp, ours, ...) so drift
@@ -34,6 +39,16 @@ PYTHON = {
     "ours": str(ROOT / ".venv" / "bin" / "python"),
     "peer": str(ROOT / ".peers" / "mq-bridge" / "bin" / "python"),
     "aiohttp": str(ROOT / ".venv" / "bin" / "python"),
+    "fastapi": str(ROOT / ".peers" / "fastapi" / "bin" / "python"),
+    "granian": str(ROOT / ".peers" / "fastapi" / "bin" / "python"),
+}
+#: How to make a missing venv.
+MAKE_VENV = {
+    "ours": "make setup (the project venv)",
+    "peer": "scripts/peer-venv.sh mq-bridge",
+    "aiohttp": "make setup (the project venv)",
+    "fastapi": "scripts/peer-venv.sh fastapi",
+    "granian": "scripts/peer-venv.sh fastapi",
 }
 BODY = '{"id":12345,"name":"benchmark","items":[1,2,3,4,5],"flag":true,"note":"0123456789abcdef"}'
 
@@ -69,7 +84,49 @@ print("ready", flush=True)
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
 """
 
-SCRIPTS = {"ours": ROUTE_SERVER, "peer": ROUTE_SERVER, "aiohttp": AIOHTTP_SERVER}
+FASTAPI_APP = """
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+app = FastAPI()
+
+@app.post("/bench")
+async def handle(request: Request) -> Response:
+    await request.json()
+    return Response(content=b'{"ok":true}', media_type="application/json")
+"""
+
+UVICORN_SERVER = (
+    FASTAPI_APP
+    + """
+import sys
+import uvicorn
+
+print("ready", flush=True)
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=False,
+            log_level="warning", loop="uvloop", http="httptools")
+"""
+)
+
+GRANIAN_SERVER = """
+import sys
+from granian import Granian
+from granian.constants import Interfaces
+
+print("ready", flush=True)
+Granian(
+    "bench_app:app", address="127.0.0.1", port=int(sys.argv[1]), interface=Interfaces.ASGI,
+    workers=1, log_access=False, log_enabled=False,
+).serve()
+"""
+
+SCRIPTS = {
+    "ours": ROUTE_SERVER,
+    "peer": ROUTE_SERVER,
+    "aiohttp": AIOHTTP_SERVER,
+    "fastapi": UVICORN_SERVER,
+    "granian": GRANIAN_SERVER,
+}
 
 
 def free_port() -> int:
@@ -93,6 +150,9 @@ def start(system: str, port: int, workdir: str) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if system == "ours":
         env["PYTHONPATH"] = str(ROOT / "src")
+    if system == "granian":  # granian imports the app by name, in its worker process
+        Path(workdir, "bench_app.py").write_text(FASTAPI_APP)
+        env["PYTHONPATH"] = workdir
     process = subprocess.Popen(
         [PYTHON[system], "-c", SCRIPTS[system], str(port)],
         stdin=subprocess.PIPE,
@@ -105,9 +165,15 @@ def start(system: str, port: int, workdir: str) -> subprocess.Popen[str]:
     return process
 
 
-def stop(process: subprocess.Popen[str]) -> None:
+#: The route servers stop when their stdin closes; the others on SIGTERM.
+STOPS_ON_EOF = {"ours", "peer"}
+
+
+def stop(system: str, process: subprocess.Popen[str]) -> None:
     assert process.stdin is not None
     process.stdin.close()
+    if system not in STOPS_ON_EOF:
+        process.terminate()
     try:
         process.wait(10)
     except subprocess.TimeoutExpired:
@@ -138,11 +204,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--systems", default="ours,peer,aiohttp")
+    parser.add_argument("--systems", default="ours,peer,aiohttp,fastapi,granian")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed: apt-get install -y wrk")
-    systems = [s for s in args.systems.split(",") if s]
+    systems = []
+    for system in (s for s in args.systems.split(",") if s):
+        if Path(PYTHON[system]).exists():
+            systems.append(system)
+        else:
+            print(f"skipping {system}: no venv at {PYTHON[system]} ({MAKE_VENV[system]})")
     results: dict[str, list[tuple[float, float]]] = {s: [] for s in systems}
     with tempfile.TemporaryDirectory() as workdir:
         script = str(Path(workdir) / "post.lua")
@@ -159,7 +230,7 @@ def main() -> None:
                     run_wrk(port, 2, script)  # warm-up
                     rate, p99 = run_wrk(port, args.duration, script)
                 finally:
-                    stop(process)
+                    stop(system, process)
                 results[system].append((rate, p99))
                 print(f"run {run + 1} {system:8} {rate:10.0f} req/s  p99 {p99:7.2f} ms", flush=True)
     print(f"\nmedians of {args.runs} ({args.duration} s, 2 threads, 64 connections, POST ~100 B)")

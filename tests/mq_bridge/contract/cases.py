@@ -8,13 +8,21 @@ place (a unique topic, a file under `tmp_path`, ...) and add it to `CASES`:
         return ContractCase({"file": {"path": path}}, {"file": {"path": path}}, bounded=True)
 
 Markers (e.g. ``pytest.mark.kafka``) go in `MARKS` so broker cases skip without a broker.
+
+A *live* endpoint (http, websocket, zeromq, grpc) stores nothing: its input must be
+listening before its output sends. Its case sets ``live=True`` and the suite opens the input
+first; with ``settles_sends`` (a send returns once the input acked it) the suite sends from a
+thread (sending.py). A test whose premise the endpoint cannot meet (one of `PREMISES`: a new
+reader resumes, a nack hands the message out again, ...) is skipped for that case with the
+reason the case gives in `unsupported`, never silently; see the live cases at the end.
 """
 
 from __future__ import annotations
 
+import socket
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +47,29 @@ class ContractCase:
     #: run after the test, even a failed one: deletes what the case created on a shared broker
     #: (a stream, queue or topic); see broker_cases.py
     cleanup: Callable[[], None] | None = None
+    #: nothing is stored: the input must be connected before the output sends
+    live: bool = False
+    #: a send returns only once the input settled its messages (ack: returns, nack: raises);
+    #: the suite then sends on a thread of its own and settles what it receives meanwhile
+    settles_sends: bool = False
+    #: premises this endpoint cannot meet (one of `PREMISES`) -> why; their tests skip with it
+    unsupported: Mapping[str, str] = field(default_factory=dict)
+
+    def require(self, premise: str) -> None:
+        """Skip the calling test, with the case's reason, when `premise` does not hold."""
+        assert premise in PREMISES, premise
+        if premise in self.unsupported:
+            pytest.skip(self.unsupported[premise])
+
+
+#: What some tests assume of an endpoint, beyond sending and receiving in order.
+PREMISES = {
+    "ids": "a message's id arrives with it",
+    "metadata": "a message's metadata arrives exactly as sent",
+    "redelivery": "a nacked message is handed out again",
+    "resume": "a new reader, or one opened after the send, gets what was sent before",
+    "backlog": "many sends return before the first is settled, so one poll can take them all",
+}
 
 
 def memory_case(tmp_path: Path) -> ContractCase:
@@ -227,3 +258,106 @@ def aws_case(endpoint: str) -> ContractCase:
 
 
 CASES["aws"], MARKS["aws"] = broker_case("sqs", pytest.mark.sqs, aws_case)
+
+
+# -- live endpoints: an input listening on a free loopback port, an output sending to it ----
+
+#: Why no live endpoint can resume: what it was sent is in the input's memory only.
+NOTHING_STORED = (
+    "nothing is stored: what was sent while no input listened, or left unread when an "
+    "input closed, is gone (a live endpoint, not a broker)"
+)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def http_case(tmp_path: Path) -> ContractCase:
+    """The input answers 202 once a request is queued (`fire_and_forget`), so a returning
+    send means "queued at the input", as for a broker; one request at a time keeps order."""
+    port = free_port()
+    reader = {"http": {"url": f"127.0.0.1:{port}", "path": "/contract", "fire_and_forget": True}}
+    writer = {"http": {"url": f"http://127.0.0.1:{port}/contract", "batch_concurrency": 1}}
+    unsupported = {
+        "metadata": "metadata travels as request headers, and the input adds the request's "
+        "own (host, content-length, http_method, ...): test_http.py checks which come back",
+        "redelivery": "fire_and_forget answered 202 when the request was queued, so a nack "
+        "has no one to tell and drops it (the http-reply case answers a nack with 500)",
+        "resume": NOTHING_STORED,
+    }
+    return ContractCase(writer, reader, live=True, unsupported=unsupported)
+
+
+def http_reply_case(tmp_path: Path) -> ContractCase:
+    """The input answers each request with its outcome (202 on ack, 500 on nack), so a
+    send returns only once the input settled it."""
+    port = free_port()
+    reader = {"http": {"url": f"127.0.0.1:{port}", "path": "/contract"}}
+    writer = {"http": {"url": f"http://127.0.0.1:{port}/contract", "batch_concurrency": 1}}
+    unsupported = {
+        "metadata": "metadata travels as request headers, and the input adds the request's "
+        "own (host, content-length, http_method, ...): test_http.py checks which come back",
+        "redelivery": "a nack answers the request 500: the client's send raises and the "
+        "client decides whether to send again (tested as such)",
+        "resume": NOTHING_STORED,
+        "backlog": "one request at a time (batch_concurrency 1, for order), each answered "
+        "once settled: the next goes out after the previous was acked",
+    }
+    return ContractCase(writer, reader, live=True, settles_sends=True, unsupported=unsupported)
+
+
+def websocket_case(tmp_path: Path) -> ContractCase:
+    """One client connection: frames arrive in the order sent."""
+    port = free_port()
+    reader = {"websocket": {"url": f"127.0.0.1:{port}", "path": "/contract"}}
+    writer = {"websocket": {"url": f"ws://127.0.0.1:{port}/contract"}}
+    unsupported = {
+        "ids": "a frame carries its payload only: the input gives each a new id",
+        "metadata": "a frame carries its payload only; the input adds ws_* metadata of the "
+        "connection",
+        "redelivery": "WebSocket has no negative answer for a frame: a nack drops it",
+        "resume": NOTHING_STORED,
+    }
+    return ContractCase(writer, reader, live=True, unsupported=unsupported)
+
+
+def zeromq_case(tmp_path: Path) -> ContractCase:
+    """PULL binds (the input), PUSH connects; `json` frames carry ids and metadata."""
+    url = f"tcp://127.0.0.1:{free_port()}"
+    reader = {"zeromq": {"url": url, "socket_type": "pull", "bind": True}}
+    writer = {"zeromq": {"url": url, "socket_type": "push", "request_timeout_ms": 10_000}}
+    return ContractCase(writer, reader, live=True, unsupported={"resume": NOTHING_STORED})
+
+
+def grpc_case(tmp_path: Path) -> ContractCase:
+    """A server-mode input and a client output; the server answers a publish once the
+    input settled it (ack: the send returns; nack: it raises)."""
+    port = free_port()
+    topic = f"contract-{uuid.uuid4().hex[:8]}"
+    reader = {"grpc": {"url": f"127.0.0.1:{port}", "server_mode": True, "topic": topic}}
+    writer = {
+        "grpc": {
+            "url": f"http://127.0.0.1:{port}",
+            "topic": topic,
+            "connect_timeout_ms": 3000,
+            "timeout_ms": 20_000,
+        }
+    }
+    unsupported = {
+        "metadata": "the server-mode input adds `mq_bridge.topic` and a `correlation_id` "
+        "(for a `response` output) to what was sent",
+        "redelivery": "a nack answers the publisher NACK: its send raises and the client "
+        "decides whether to send again (tested as such)",
+        "resume": NOTHING_STORED,
+    }
+    return ContractCase(writer, reader, live=True, settles_sends=True, unsupported=unsupported)
+
+
+CASES["http"] = http_case
+CASES["http-reply"] = http_reply_case
+CASES["websocket"] = websocket_case
+CASES["zeromq"] = zeromq_case
+CASES["grpc"] = grpc_case

@@ -24,8 +24,12 @@ __all__ = ["TIMED_OUT", "BodyTimeout", "Deadline", "Deadlines"]
 TIMED_OUT = (504, None)
 
 
-class BodyTimeout(Exception):
-    """The request's body did not arrive before its deadline."""
+class BodyTimeout(asyncio.TimeoutError):
+    """The request's body did not arrive before its deadline.
+
+    A timeout, so that aiohttp, which drains an unread body after the answer (our 504), takes
+    it as the end of that drain and closes the connection, instead of logging an "Unhandled
+    exception" with a traceback for every slow client."""
 
 
 class Deadline:
