@@ -6,6 +6,8 @@ import logging
 import uuid
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mq_bridge.endpoints.kit.source_metadata import with_source
 from mq_bridge.endpoints.kit.wire import (
@@ -123,3 +125,15 @@ def test_position_ids_are_stable_and_distinct() -> None:
     # Pinned: ids derived from positions must never change between versions.
     pinned = uuid.UUID(int=position_id("kafka", "orders", 0, 42))
     assert str(pinned) == "b1e98507-a131-56ff-9743-6e6128e972bc" and pinned.version == 5
+
+
+@given(st.integers(min_value=0, max_value=2**128 - 1))
+def test_json_uuid_is_written_as_the_canonical_uuid_text(value: int) -> None:
+    import orjson
+
+    from mq_bridge.endpoints.kit import wire
+
+    expected = f'"{uuid.UUID(int=value)}"'.encode()
+    assert orjson.dumps(wire.json_uuid(value)) == expected
+    assert orjson.dumps(wire._uuid_text(value)) == expected  # the fallback's form
+    assert wire.json_uuid is wire._uuid_of  # this Python allows the fast form

@@ -35,6 +35,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from mq_bridge.endpoints.kit.wire import json_uuid
 from mq_bridge.message import (
     NO_METADATA,
     Message,
@@ -146,12 +147,11 @@ def _encode_text_envelopes(messages: Sequence[Message], delimiter: bytes) -> byt
         metadata, payload, id_value = fields_of(message)  # one C-level read of the three
         if id_value is None:  # a new message: it gets its id as it travels
             id_value = message.id_int
-        digits = id_value.to_bytes(16, "big").hex()
-        uuid_text = f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
+        message_id = json_uuid(id_value)
         try:
-            envelope = {"message_id": uuid_text, "payload": payload.decode()}
+            envelope = {"message_id": message_id, "payload": payload.decode()}
         except UnicodeDecodeError:
-            envelope = {"message_id": uuid_text, "payload_base64": _base64(payload)}
+            envelope = {"message_id": message_id, "payload_base64": _base64(payload)}
         if metadata:
             envelope["metadata"] = metadata
         append(envelope)

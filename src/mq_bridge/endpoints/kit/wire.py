@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+
+import orjson
 
 from mq_bridge.endpoints.kit.source_metadata import SOURCE_PREFIX, drop_source_keys
 from mq_bridge.message import NO_METADATA, Message, new_message_id
@@ -30,11 +32,46 @@ __all__ = [
     "MESSAGE_ID_HEADER",
     "POSITION_NAMESPACE",
     "headers_for",
+    "json_uuid",
     "message_from_wire",
     "position_id",
 ]
 
 log = logging.getLogger("mq_bridge.endpoints.wire")
+
+_new_object = object.__new__
+_set_slot = object.__setattr__
+_UUID = uuid.UUID
+
+
+def _uuid_of(value: int) -> uuid.UUID:
+    """A `uuid.UUID` of the 128-bit `value`, made without `UUID.__init__` (which parses its
+    arguments in Python): its ``int`` slot is all that str(), ==, hash() and orjson read."""
+    made = _new_object(_UUID)
+    _set_slot(made, "int", value)
+    return made
+
+
+def _uuid_text(value: int) -> str:
+    digits = value.to_bytes(16, "big").hex()
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
+
+
+def _pick_json_uuid() -> Callable[[int], object]:
+    probe = 0x0123456789ABCDEF0123456789ABCDEF
+    try:
+        if orjson.dumps(_uuid_of(probe)) == b'"' + _uuid_text(probe).encode() + b'"':
+            return _uuid_of
+    except (TypeError, AttributeError):  # a Python whose UUID keeps its value elsewhere
+        pass
+    return _uuid_text
+
+
+#: ``json_uuid(id_int)``: a value that ``orjson.dumps`` writes as the canonical UUID text
+#: of the id, for the JSON envelopes' ``message_id``. A `uuid.UUID` made straight from its
+#: slot, which orjson formats in C (~0.4 us a message, against ~1.1 us for the text made
+#: in Python), or that text itself where this Python's UUID does not allow it.
+json_uuid: Callable[[int], object] = _pick_json_uuid()
 
 MESSAGE_ID_HEADER = "mq_bridge.message_id"
 #: Ids made from source positions (`position_id`; sqlx derives its row ids from it). Never

@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from mq_bridge.endpoints.kit.source_metadata import SOURCE_PREFIX, drop_source_keys
+from mq_bridge.endpoints.kit.wire import json_uuid
 from mq_bridge.message import (
     NO_METADATA,
     Message,
@@ -64,8 +65,7 @@ def encode_envelopes(messages: Sequence[Message]) -> bytes:
     clean: dict[str, str] = NO_METADATA
     for message in messages:
         metadata, payload, id_value = fields_of(message)
-        digits = f"{message.id_int if id_value is None else id_value:032x}"
-        message_id = f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
+        message_id = json_uuid(message.id_int if id_value is None else id_value)
         try:
             text: str | list[int] = payload.decode()
         except UnicodeDecodeError:
