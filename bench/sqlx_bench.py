@@ -20,17 +20,33 @@ Every table is unique per run, created by the publisher (auto_create_table) and 
 afterwards: with psql / mysql on PATH (the peers' venvs have no database driver) and the
 standard sqlite3 module. SQLite files live in a temporary directory. With
 SQLX_BENCH_PEER_TABLE=1 every implementation uses a table made in the peer's layout
-(payload only: the same work for all; ours then stores no id or metadata).
+(payload only: the same work for all; ours then stores no id or metadata). With
+SQLX_BENCH_LISTEN=1 ours runs with ``listen_notify: true`` on PostgreSQL (ignored by the
+peers' runs, which do not have it).
+
+Latency instead of throughput (PostgreSQL, default polling_interval_ms of 100):
+
+    .venv/bin/python bench/sqlx_bench.py --latency [--messages 200]
+
+sends one message at a time (send_json), 20-200 ms apart, to a consumer waiting in
+``poll(max=10, timeout_ms=1000)`` on another thread, and prints the median, 90th
+percentile and maximum of send -> receive (ms); with SQLX_BENCH_LISTEN=1, ours wakes on
+NOTIFY instead of its next poll.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
+import random
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -130,8 +146,15 @@ def sql_fill(url: str, table: str, count: int) -> None:
     run_sql(url, sql)
 
 
+#: SQLX_BENCH_LISTEN=1: ours with listen_notify on PostgreSQL (the peers have no such option)
+OURS = importlib.util.find_spec("mq_bridge.endpoints") is not None
+LISTEN = os.environ.get("SQLX_BENCH_LISTEN") == "1" and OURS
+
+
 def config(url: str, table: str, **options: Any) -> dict[str, Any]:
     create = not PEER_TABLE
+    if LISTEN and url.startswith("postgres"):
+        options["listen_notify"] = True
     return {"sqlx": {"url": url, "table": table, "auto_create_table": create, **options}}
 
 
@@ -229,8 +252,53 @@ def skip(name: str) -> str | None:
     return None
 
 
+def latency(count: int) -> None:
+    """Send -> receive latency of single messages to a drained, waiting consumer (ms)."""
+    url, table = new_table("postgres")
+    latencies: list[float] = []
+    numbers: list[int] = []  # which messages arrived (a repeat is a redelivery)
+    try:
+        publisher = Publisher.from_config(config(url, table))
+        consumer = Consumer.from_config(config(url, table, delete_after_read=True))
+        consumer.poll(max=10, timeout_ms=200)  # connected and drained
+
+        def receive() -> None:
+            while len(latencies) < count:
+                batch = consumer.poll(max=10, timeout_ms=1000)
+                now = time.perf_counter()
+                for message in batch:
+                    document = json.loads(message.payload)
+                    latencies.append(now - document["t"])
+                    numbers.append(document["n"])
+                if batch:
+                    consumer.commit()
+
+        receiver = threading.Thread(target=receive, daemon=True)
+        receiver.start()
+        for n in range(count):
+            time.sleep(random.uniform(0.02, 0.2))
+            publisher.send_json({**DOC, "n": n, "t": time.perf_counter()}, METADATA)
+        receiver.join(30)
+        close(consumer)
+        close(publisher)
+    finally:
+        drop(url, table)
+    ms = sorted(1000 * value for value in latencies)
+    label = "listen_notify" if LISTEN else "polling"
+    print(
+        f"postgres latency ({label}, n={len(ms)}): median {statistics.median(ms):.1f} ms, "
+        f"p90 {ms[int(len(ms) * 0.9) - 1]:.1f} ms, max {ms[-1]:.1f} ms, "
+        f"redelivered {len(numbers) - len(set(numbers))}",
+        flush=True,
+    )
+
+
 if __name__ == "__main__":
     try:
+        if "--latency" in sys.argv:
+            given = sys.argv[sys.argv.index("--messages") + 1] if "--messages" in sys.argv else 0
+            latency(int(given) or 200)
+            sys.exit(0)
         run_scenarios(__doc__, SCENARIOS, skip)
     finally:
         shutil.rmtree(SQLITE_DIR, ignore_errors=True)

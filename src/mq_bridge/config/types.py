@@ -1116,6 +1116,11 @@ class SqlxConfig(_SqlxConfigRequired, total=False):
     #: consumer's rows are handed out again after this. Defaults to 60000ms, the peer's fixed
     #: lease.
     lease_ms: Union[int, None]
+    #: (PostgreSQL only) Wake inputs at once on new rows: outputs send `NOTIFY` after each
+    #: committed send, inputs `LISTEN` on a connection of their own (polling at
+    #: `polling_interval_ms` stays, so a missed notification only waits for the next poll). Both
+    #: sides need it. Defaults to false.
+    listen_notify: bool
     #: (Consumer only) Include the mqb.src.sqlx_table and mqb.src.sqlx_id source positions (as
     #: MQB_SOURCE_METADATA=1 does).
     source_metadata: bool

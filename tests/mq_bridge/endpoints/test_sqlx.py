@@ -148,11 +148,12 @@ def test_ack_deletes_with_delete_after_read_and_marks_processed_without(db):
     output.close()
 
 
-def test_nack_and_close_make_rows_ready_again_at_once(db):
+@pytest.mark.parametrize("delete_after_read", [False, True])  # True: held claims on PostgreSQL
+def test_nack_and_close_make_rows_ready_again_at_once(db, delete_after_read):
     url, table = db
     output = open_output(config(url, table))
     output.send([Message(b"a"), Message(b"b"), Message(b"c")])
-    source = open_input(config(url, table, lease_ms=600_000))
+    source = open_input(config(url, table, lease_ms=600_000, delete_after_read=delete_after_read))
     first = source.receive(2, 5.0)
     assert payloads([first]) == [b"a", b"b"]
     source.nack(first)
@@ -217,11 +218,13 @@ def test_two_consumers_never_take_the_same_row(db):
     output.close()
 
 
-def test_a_claimed_row_is_not_claimed_by_another_consumer(db):
+@pytest.mark.parametrize("delete_after_read", [False, True])  # True: held claims on PostgreSQL
+def test_a_claimed_row_is_not_claimed_by_another_consumer(db, delete_after_read):
     url, table = db
     output = open_output(config(url, table))
     output.send([Message(b"a"), Message(b"b"), Message(b"c")])
-    first, second = open_input(config(url, table)), open_input(config(url, table))
+    cfg = config(url, table, delete_after_read=delete_after_read)
+    first, second = open_input(cfg), open_input(cfg)
     held = first.receive(5, 5.0)
     assert payloads([held]) == [b"a", b"b", b"c"]
     output.send([Message(b"d")])
@@ -248,6 +251,31 @@ def test_a_full_batch_claims_the_next_one_ahead_and_nack_gives_both_back(db):
     source.nack(first)  # 4, 5 (claimed ahead after the second full batch) come back too
     again = receive_all(source, 4)
     assert payloads(again) == [b"0", b"1", b"4", b"5"]  # 2, 3: still handed out
+    source.close()
+    output.close()
+
+
+def test_held_claims_ack_nack_and_claim_ahead_with_delete_after_read(db):
+    """delete_after_read (held claims on PostgreSQL): a full batch claims the next ahead;
+    a smaller receive never splits a claim; ack deletes exactly the batch's rows; a nack
+    gives back the batch and the one claimed ahead, in id order."""
+    url, table = db
+    output = open_output(config(url, table))
+    output.send([Message(str(i).encode()) for i in range(8)])
+    source = open_input(config(url, table, delete_after_read=True))
+    first = source.receive(2, 5.0)
+    assert payloads([first]) == [b"0", b"1"]  # full: 2, 3 claimed ahead
+    smaller = source.receive(1, 5.0)
+    assert payloads([smaller]) == [b"2"]  # the claim ahead was given back, not split
+    source.ack(first)
+    (remaining,) = execute(url, f"SELECT COUNT(*) FROM {table}")[0]
+    assert remaining == 6
+    source.nack(smaller)
+    again = receive_all(source, 6)
+    assert payloads(again) == [str(i).encode() for i in range(2, 8)]
+    for batch in again:
+        source.ack(batch)
+    assert execute(url, f"SELECT COUNT(*) FROM {table}")[0][0] == 0
     source.close()
     output.close()
 
@@ -458,3 +486,84 @@ def test_a_batch_larger_than_one_statement_is_one_transaction(db):
             got += [m.payload for m in batch]
         consumer.commit()
     assert got == big
+
+
+# -- listen_notify (PostgreSQL) -------------------------------------------------------------
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("delete_after_read", [False, True])
+@pytest.mark.parametrize("batch", [1, 3])  # one INSERT ... pg_notify; a COPY, then NOTIFY
+def test_listen_notify_wakes_a_waiting_input_long_before_its_poll(delete_after_read, batch):
+    """With a 30 s polling interval, a row sent while the input waits arrives within the
+    10 s bound only if the NOTIFY woke it (no timing threshold beyond that bound)."""
+    url, table = require_broker("postgres"), unique_table()
+    cfg = config(url, table, listen_notify=True, polling_interval_ms=30_000)
+    output = open_output(cfg)
+    source = open_input({"sqlx": {**cfg["sqlx"], "delete_after_read": delete_after_read}})
+    try:
+        assert not source.receive(5, 0.1)  # drained: it now waits on the 30 s poll
+        got: list[Batch] = []
+        # no timeout: without a wake-up it claims again only after the 30 s poll
+        waiting = threading.Thread(target=lambda: got.append(source.receive(5, None)))
+        waiting.start()
+        time.sleep(1.0)  # let it claim (nothing) and wait
+        output.send([Message(b"n%d" % i) for i in range(batch)])
+        waiting.join(10)
+        woken = not waiting.is_alive()
+        source.interrupt()  # (only needed when it was not woken)
+        waiting.join(40)
+        assert woken, "the input was not woken by the NOTIFY"
+        assert payloads(got) == [b"n%d" % i for i in range(batch)]
+        source.ack(got[0])
+    finally:
+        source.close()
+        output.close()
+        drop_table(url, table)
+
+
+def test_listen_notify_is_refused_off_postgresql(tmp_path):
+    with pytest.raises(ConfigError, match="listen_notify"):
+        open_input(config(f"sqlite://{tmp_path / 'q.db'}", "q", listen_notify=True))
+
+
+@pytest.mark.postgres
+def test_held_claims_never_wait_for_a_pool_connection():
+    """A slot is an extra connection: with none free in the pool, the input claims by lease
+    on its own connection at once instead of waiting acquire_timeout_ms (30 s) for one."""
+    url, table = require_broker("postgres"), unique_table()
+    output = open_output(config(url, table))
+    output.send([Message(b"a"), Message(b"b")])
+    source = open_input(config(url, table, delete_after_read=True, max_connections=1))
+    try:
+        batch = source.receive(5, 5.0)
+        assert payloads([batch]) == [b"a", b"b"]
+        source.ack(batch)
+        assert execute(url, f"SELECT COUNT(*) FROM {table}")[0][0] == 0
+    finally:
+        source.close()
+        output.close()
+        drop_table(url, table)
+
+
+@pytest.mark.postgres
+def test_a_held_batch_acked_twice_never_ends_the_next_claim_on_its_connection():
+    """The second ack of a batch finds its connection holding the next batch's claim: it
+    must not COMMIT that one (its rows would be deleted before being handled)."""
+    url, table = require_broker("postgres"), unique_table()
+    output = open_output(config(url, table))
+    source = open_input(config(url, table, delete_after_read=True))
+    try:
+        output.send([Message(b"a")])
+        first = source.receive(5, 5.0)
+        source.ack(first)
+        output.send([Message(b"b")])
+        second = source.receive(5, 5.0)  # on the connection `first` used
+        assert payloads([second]) == [b"b"]
+        source.ack(first)  # again: refused (logged), `second` untouched
+        source.nack(second)
+        assert payloads([source.receive(5, 5.0)]) == [b"b"]
+    finally:
+        source.close()
+        output.close()
+        drop_table(url, table)

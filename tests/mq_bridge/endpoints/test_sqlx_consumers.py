@@ -1,5 +1,7 @@
 """Competing `sqlx` consumers in separate processes: each row is taken once, and the rows
-of a consumer killed with SIGKILL come back when its lease ends."""
+of a consumer killed with SIGKILL come back: when its lease ends, or at once on PostgreSQL
+with delete_after_read (its claim is an open transaction, rolled back with the connection);
+those of a consumer that hangs (SIGSTOP) come back when its lease ends."""
 
 from __future__ import annotations
 
@@ -81,13 +83,13 @@ def test_a_killed_consumers_rows_come_back_after_its_lease(db):
     fill(url, table, 8)
     holder = start_consumer(url, table, "hold")
     try:
-        line = holder.stdout.readline() if holder.stdout else ""
-        assert line.split()[:1] == ["claimed"], holder.stderr.read() if holder.stderr else ""
-        claimed = line.split()[1:]
-        assert claimed == ["0", "1", "2", "3", "4"]
+        claimed = held_rows(holder)
         holder.send_signal(signal.SIGKILL)  # no nack, no close: its rows stay leased
         holder.wait(30)
         config = {"sqlx": {"url": url, "table": table, "delete_after_read": True}}
+        if url.startswith("postgres"):  # the server rolled its claim back with the connection
+            assert sorted(take(config, 8, 30.0), key=int) == [str(i) for i in range(8)]
+            return
         with Consumer.from_config(config) as consumer:
             first = consumer.poll(max=10, timeout_ms=5000)
             assert [m.payload.decode() for m in first] == ["5", "6", "7"]  # not the leased
@@ -101,3 +103,43 @@ def test_a_killed_consumers_rows_come_back_after_its_lease(db):
         if holder.poll() is None:
             holder.kill()
             holder.wait(30)
+
+
+def held_rows(holder: subprocess.Popen[str]) -> list[str]:
+    """What a consumer started with "hold" says it claimed (rows 0-4)."""
+    line = holder.stdout.readline() if holder.stdout else ""
+    assert line.split()[:1] == ["claimed"], holder.stderr.read() if holder.stderr else ""
+    claimed = line.split()[1:]
+    assert claimed == ["0", "1", "2", "3", "4"]
+    return claimed
+
+
+def take(config: dict, count: int, timeout: float) -> list[str]:
+    """Up to `count` payloads, acked, within `timeout` seconds."""
+    got: list[str] = []
+    with Consumer.from_config(config) as consumer:
+        started = time.monotonic()
+        while len(got) < count and time.monotonic() - started < timeout:
+            got += [m.payload.decode() for m in consumer.poll(max=10, timeout_ms=500)]
+            consumer.commit()
+    return got
+
+
+def test_a_hung_consumers_rows_come_back_after_its_lease(db):
+    """A consumer that stops (SIGSTOP) keeps its connection open: on PostgreSQL its held
+    claim is ended by the server after lease_ms idle (3 s here), elsewhere its lease runs
+    out; either way the rows are taken by another consumer, and only once."""
+    url, table = db
+    fill(url, table, 8)
+    holder = start_consumer(url, table, "hold")
+    try:
+        claimed = held_rows(holder)
+        holder.send_signal(signal.SIGSTOP)
+        config = {"sqlx": {"url": url, "table": table, "delete_after_read": True}}
+        got = take(config, 8, 30.0)
+        assert sorted(got, key=int) == [str(i) for i in range(8)], got
+        assert set(claimed) <= set(got)
+    finally:
+        holder.send_signal(signal.SIGCONT)
+        holder.kill()
+        holder.wait(30)

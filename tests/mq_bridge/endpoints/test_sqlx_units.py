@@ -91,6 +91,24 @@ def test_mysql_hex_inserts_need_no_escaping_and_split_at_the_limit():
     assert len(several) > 1 and sum(s.count("),(") + 1 for s in several) == 100
 
 
+def test_postgres_binary_copy_only_for_known_column_types_and_its_format():
+    postgres = dialect_for("postgresql", ("q",))
+    typed = Layout(OURS.columns, {"payload": 17, "message_id": 1042, "metadata": 3802})
+    assert postgres.binary_copy(typed) == (
+        'COPY "q" ("payload", "message_id", "metadata") FROM STDIN (FORMAT BINARY)'
+    )
+    assert postgres.binary_copy(OURS) is None  # types unknown: the text COPY
+    assert postgres.binary_copy(Layout(OURS.columns, {**typed.types, "metadata": 17})) is None
+    data = postgres.binary_copy_data(
+        typed, [(b"\x00p", "ab" * 16, '{"k":"v"}'), (b"", "cd" * 16, None)]
+    )
+    header, trailer = b"PGCOPY\n\xff\r\n\x00" + bytes(8), b"\xff\xff"
+    first = b"\x00\x03" + b"\x00\x00\x00\x02\x00p" + b"\x00\x00\x00\x20" + b"ab" * 16
+    first += b"\x00\x00\x00\x0a\x01" + b'{"k":"v"}'  # jsonb: version 1, then the text
+    second = b"\x00\x03" + bytes(4) + b"\x00\x00\x00\x20" + b"cd" * 16 + b"\xff" * 4
+    assert data == header + first + second + trailer
+
+
 def test_sqlite_claim_takes_the_lowest_ready_ids_and_leases_them():
     """The SQLite claim statement itself, on an in-memory database."""
     sqlite = SqliteDialect(("q",))

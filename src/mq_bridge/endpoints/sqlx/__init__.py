@@ -4,14 +4,16 @@ This module is the builders; `options` declares the options, `urls` reads sqlx's
 `connection` opens the pool (SQLAlchemy 2 Core over psycopg 3, PyMySQL or the standard
 sqlite3) and holds one connection per endpoint, `table` creates and reads the table's
 layout, `dialects` is the SQL per database (the claim protocol is drawn there), `codec`
-maps rows to messages, `ahead` claims one batch ahead.
+maps rows to messages, `ahead` claims one batch ahead, `held` holds PostgreSQL claims in
+an open transaction (`delete_after_read`), `listen` wakes inputs on NOTIFY.
 
 Features
     - Output: one row per message (payload, plus message_id and metadata when the table
       has those columns, as tables we create do). `send` is one transaction and returns
-      after COMMIT; a batch is one COPY (PostgreSQL), multi-row INSERTs of hex literals
-      (MariaDB) or ``executemany`` (SQLite). `insert_query` replaces the INSERT (the
-      payload bound to its one ``?``/``$1``).
+      after COMMIT; a batch is one COPY (PostgreSQL; binary format for our column
+      types), multi-row INSERTs of hex literals (MariaDB) or multi-row INSERTs of up to
+      500 rows (SQLite). `insert_query` replaces the INSERT (the payload bound to its one
+      ``?``/``$1``).
     - Input: competing consumers. A claim leases the lowest ready rows (``locked_until``
       = now + `lease_ms`) in one short transaction, with ``FOR UPDATE SKIP LOCKED`` on
       PostgreSQL and MariaDB >= 10.6 / MySQL >= 8 (consumers never wait for each other)
@@ -20,7 +22,12 @@ Features
       (`delete_after_read`) or mark processed (``locked_until`` = the far future); nack
       and close = ready again at once. mq-bridge's consumers use the same protocol and
       columns, so ours and theirs can share a table. After a full batch the next claim
-      runs ahead on a second connection (servers only; `ahead`).
+      runs ahead on a second connection (servers only; `ahead`). PostgreSQL with
+      `delete_after_read` claims by DELETE in a transaction held open until the ack
+      (COMMIT; nack = ROLLBACK; `held`): each row written once, a dead consumer's rows
+      back at once, a hung one's after `lease_ms`.
+    - `listen_notify` (PostgreSQL): outputs NOTIFY after each send, inputs LISTEN and
+      claim at once, polling kept as the fallback (`listen`).
     - Tables created by mq-bridge (id, payload, locked_until, created_at) are read and
       written as they are (payload only); `auto_create_table` creates ours, which adds
       ``message_id`` and ``metadata``. A table missing ``id``/``payload``/``locked_until``
@@ -47,6 +54,7 @@ Options (declared in `options.py`, `SqlxOptions`; mq-bridge-py 0.3.2's names)
     polling_interval_ms     input: pause between polls of a drained table (default 100)
     max_polling_interval_ms input: back off up to this while drained (default: no backoff)
     lease_ms                input: how long a claim lasts (default 60000)
+    listen_notify           PostgreSQL: NOTIFY after sends, inputs wake on it (default false)
     source_metadata         input: add mqb.src.sqlx_* (default false)
     username, password      credentials, over those in the URL (password is a secret)
     tls                     TLS block (PostgreSQL: verify-full unless accept_invalid_certs)

@@ -28,8 +28,9 @@ always quoted here; every value is a bound parameter.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["CLAIM_COLUMNS", "Dialect", "Layout", "bind_placeholders", "dialect_for"]
@@ -43,6 +44,8 @@ class Layout:
     """Which of the queue table's columns a table has (found at connect)."""
 
     columns: frozenset[str]
+    #: column -> the driver's type code (PostgreSQL: the type's OID), where known
+    types: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def is_queue(self) -> bool:
@@ -191,6 +194,48 @@ class PostgresDialect(Dialect):
         multi-row INSERT (whose long text psycopg would parse on every call)."""
         return f"COPY {self.table} ({', '.join(self.inserted(layout))}) FROM STDIN"
 
+    def binary_copy(self, layout: Layout) -> str | None:
+        """COPY in the binary format, when every inserted column's type is one
+        `binary_copy_data` writes (bytea payload; text or JSON message_id and metadata):
+        no hex text for the payload on either side. None otherwise (use `copy`)."""
+        types = layout.types
+        if types.get("payload") != _BYTEA:
+            return None
+        for column in ("message_id", "metadata"):
+            if column in layout.columns and types.get(column) not in _BINARY_TEXT:
+                return None
+        columns = ", ".join(self.inserted(layout))
+        return f"COPY {self.table} ({columns}) FROM STDIN (FORMAT BINARY)"
+
+    def binary_copy_data(self, layout: Layout, rows: Sequence[tuple[Any, ...]]) -> bytes:
+        """`rows` (as `codec.RowEncoder` makes them) in COPY's binary format::
+
+        header   PGCOPY LF 0xff CR LF NUL (11 bytes), flags (int32 0), extension length (int32 0)
+        a row    field count (int16), then per field: length (int32; -1 = NULL) and
+                 the bytes (bytea: as is; text: UTF-8; jsonb: version byte 1 + text)
+        trailer  -1 (int16)
+        """
+        width = len(rows[0]) if rows else 1
+        jsonb = layout.metadata and layout.types.get("metadata") == _JSONB
+        parts: list[bytes] = [_COPY_HEADER]
+        append, extend = parts.append, parts.extend
+        start, length = _ROW_START.pack, _INT32.pack  # start: field count, payload length
+        for row in rows:
+            payload = row[0]
+            extend((start(width, len(payload)), payload))
+            for index in range(1, width):
+                value = row[index]
+                if value is None:
+                    append(_NULL)
+                    continue
+                data = value.encode()
+                if jsonb and index == width - 1:
+                    data = b"\x01" + data
+                append(length(len(data)))
+                append(data)
+        append(b"\xff\xff")
+        return b"".join(parts)
+
     def metadata_column(self, prefix: str) -> str:
         return f"{prefix}metadata::text"  # text, not psycopg's parsed JSON: cached by us
 
@@ -203,11 +248,29 @@ class PostgresDialect(Dialect):
             f"FROM available WHERE q.id = available.id RETURNING {self.selected(layout, 'q')}"
         )
 
+    def claim_by_delete(self, layout: Layout) -> str:
+        """The claim of `held` (delete_after_read): DELETE the lowest ready rows, kept in
+        the caller's open transaction until the ack. ``{limit}`` is filled in (an int)."""
+        return (
+            f"DELETE FROM {self.table} WHERE id IN (SELECT id FROM {self.table} "
+            f"WHERE {self.ready()} ORDER BY id LIMIT {{limit}} FOR UPDATE SKIP LOCKED) "
+            f"RETURNING {self.selected(layout)}"
+        )
+
     def where_ids(self, count: int) -> str:
         return "id = ANY(%s::bigint[])"  # one array parameter, any length
 
     def id_parameters(self, ids: Sequence[int]) -> tuple[object, ...]:
         return (list(ids),)
+
+
+_BYTEA, _JSONB = 17, 3802
+#: types whose binary COPY format is their UTF-8 text: text, varchar, bpchar (CHAR(n)), json
+_BINARY_TEXT = frozenset({25, 1043, 1042, 114, _JSONB})
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+_ROW_START = struct.Struct("!hi")
+_INT32 = struct.Struct("!i")
+_NULL = _INT32.pack(-1)
 
 
 class MysqlDialect(Dialect):
@@ -292,6 +355,13 @@ class SqliteDialect(Dialect):
             "created_at DATETIME DEFAULT CURRENT_TIMESTAMP, message_id TEXT, metadata TEXT)",
             f"CREATE INDEX IF NOT EXISTS {self.index} ON {self.table} (locked_until)",
         ]
+
+    def max_parameters(self) -> int:
+        """The most bound parameters in one statement (SQLITE_MAX_VARIABLE_NUMBER's default:
+        999 before SQLite 3.32, 32766 since)."""
+        import sqlite3
+
+        return 32_766 if sqlite3.sqlite_version_info >= (3, 32) else 999
 
     def claim(self, layout: Layout) -> str:
         """Parameters: (lease as "+N.NNN seconds", limit). Rows come back in no set order."""

@@ -22,6 +22,8 @@ from mq_bridge.endpoints.sqlx.dialects import (
     bind_placeholders,
     dialect_for,
 )
+from mq_bridge.endpoints.sqlx.held import HeldBatch, SlotPool
+from mq_bridge.endpoints.sqlx.listen import Listener
 from mq_bridge.endpoints.sqlx.options import SqlxOptions, table_parts
 from mq_bridge.endpoints.sqlx.table import prepare_table
 from mq_bridge.errors import ClosedError, ConfigError, EndpointUnavailableError
@@ -50,6 +52,10 @@ class SqlxInput(InputEndpoint):
     full batch starts the next claim ahead (`ahead.ReadAhead`). Acks may come
     in any order and from another thread; an ack that cannot reach the server is kept and
     sent before the next claim (meanwhile the rows stay leased: at least once).
+
+    On PostgreSQL with `delete_after_read` a claim is a DELETE held in an open transaction
+    on a slot of its own (`held.SlotPool`; ack = COMMIT, nack/close = ROLLBACK), and with
+    `listen_notify` a `listen.Listener` wakes a waiting `receive` on NOTIFY.
     """
 
     acks_in_any_order = True
@@ -63,6 +69,9 @@ class SqlxInput(InputEndpoint):
         self._lease: Lease[Database] | None = None
         self._session: Session | None = None
         self._ahead: ReadAhead | None = None
+        self._slots: SlotPool | None = None  # PostgreSQL + delete_after_read (see `held`)
+        self._held_out: set[HeldBatch] = set()
+        self._listener: Listener | None = None  # listen_notify
         self._claim: Callable[[Any, int], Rows] | None = None
         self._decoder = RowDecoder(options.table, False, False)
         self._closed = False
@@ -89,8 +98,17 @@ class SqlxInput(InputEndpoint):
             session.close()
             lease.release()
             raise
+        if self._options.listen_notify:
+            try:
+                self._listener = Listener(
+                    lease.connection, self._options.notify_channel, self._wake.set
+                )
+            except BaseException:
+                session.close()
+                lease.release()
+                raise
         self._where = f"{lease.connection.where}/{self._options.table}"
-        if self._dialect.name != "sqlite":  # SQLite runs one writer: nothing to overlap
+        if self._dialect.name != "sqlite" and self._slots is None:  # SQLite: one writer
             self._ahead = ReadAhead(lease.connection, self._claim, self._track)
         self._lease, self._session = lease, session
 
@@ -104,6 +122,9 @@ class SqlxInput(InputEndpoint):
         if custom:
             return self._custom_claim()
         self._decoder = RowDecoder(options.table, layout.message_id, layout.metadata)
+        if isinstance(self._dialect, PostgresDialect) and options.delete_after_read:
+            lease_ms = int(options.lease_seconds * 1000)
+            self._slots = SlotPool(database, self._dialect.claim_by_delete(layout), lease_ms)
         return self._claim_for(layout, database)
 
     def _claim_for(self, layout: Layout, database: Database) -> Callable[[Any, int], Rows]:
@@ -204,15 +225,28 @@ class SqlxInput(InputEndpoint):
         interrupts = self._interrupts
         self._wake.clear()
         deadline = None if timeout is None else time.monotonic() + timeout
-        ahead = self._ahead
+        ahead, slots = self._ahead, self._slots
         if ahead is not None:
-            rows = ahead.take(max_messages, timeout)
-            if rows:
-                return self._batch(rows, max_messages)
+            taken = ahead.take(max_messages, timeout)
+            if taken:
+                return self._batch(taken, max_messages)
+        if slots is not None:
+            held = slots.take_ahead(max_messages, timeout)
+            if held is not None:
+                return self._held_batch(held, max_messages)
         while True:
             if self._unsent_acks:
                 self._send_unsent_acks(session)
-            rows = session.run(lambda connection: claim(connection, max_messages))
+            rows: Rows | None = None
+            if slots is not None:
+                claimed = slots.claim(max_messages)
+                if isinstance(claimed, HeldBatch):
+                    self._pause = self._options.polling_interval
+                    return self._held_batch(claimed, max_messages)
+                if claimed is None:
+                    rows = []  # none ready; False: every slot holds a batch: lease instead
+            if rows is None:
+                rows = session.run(lambda connection: claim(connection, max_messages))
             if rows:
                 self._pause = self._options.polling_interval
                 return self._batch(rows, max_messages)
@@ -220,9 +254,12 @@ class SqlxInput(InputEndpoint):
             if interrupts != self._interrupts or (remaining is not None and remaining <= 0):
                 return Batch([])
             pause = self._pause
-            self._wake.wait(pause if remaining is None else min(pause, remaining))
+            woken = self._wake.wait(pause if remaining is None else min(pause, remaining))
             if self._closed:
                 raise ClosedError(f"{self._where} input is closed")
+            if woken:  # a notification (listen_notify) or interrupt(): claim again now
+                self._wake.clear()
+                continue
             # drained: back off (while it stays drained, across receives) up to the max
             self._pause = min(pause * 2, self._options.max_polling_interval)
 
@@ -232,6 +269,14 @@ class SqlxInput(InputEndpoint):
         if len(rows) == asked and self._ahead is not None:
             self._ahead.start(asked)
         return Batch(self._decoder.messages(rows, self._source), ids)
+
+    def _held_batch(self, held: HeldBatch, asked: int) -> Batch:
+        """The batch of a held claim; a full one starts the next claim ahead."""
+        with self._lock:
+            self._held_out.add(held)
+        if len(held.rows) == asked and self._slots is not None:
+            self._slots.start_ahead(asked)
+        return Batch(self._decoder.messages(held.rows, self._source), held)
 
     def _track(self, rows: Rows) -> list[int]:
         """Count `rows` as handed out (nack and close give back what is not acked)."""
@@ -244,6 +289,10 @@ class SqlxInput(InputEndpoint):
 
     def ack(self, batch: Batch) -> None:
         """Delete the rows (`delete_after_read`) or mark them processed."""
+        if isinstance(batch.token, HeldBatch):
+            self._current_session()  # ClosedError once closed
+            self._settle_held(batch.token, commit=True)
+            return
         ids: list[int] = batch.token or []
         if not ids:
             return
@@ -260,6 +309,12 @@ class SqlxInput(InputEndpoint):
     def nack(self, batch: Batch) -> None:
         """Make the rows ready again at once (they come back in id order: rows claimed
         ahead are given back too, so they do not overtake the nacked ones)."""
+        if self._slots is not None:
+            self._slots.drain_ahead()
+        if isinstance(batch.token, HeldBatch):
+            self._current_session()  # ClosedError once closed
+            self._settle_held(batch.token, commit=False)
+            return
         ids: list[int] = batch.token or []
         if not ids:
             return
@@ -274,6 +329,20 @@ class SqlxInput(InputEndpoint):
             log.warning(
                 "%s: nack failed; the rows return when their lease ends: %s", self._where, error
             )
+
+    def _settle_held(self, held: HeldBatch, commit: bool) -> None:
+        """COMMIT (ack) or ROLLBACK (nack) a held claim. When its connection broke, the
+        server rolled it back: the rows are ready again (delivered again, not lost)."""
+        with self._lock:
+            self._held_out.discard(held)
+        slots = self._slots
+        if slots is None:
+            return
+        try:
+            slots.settle(held, commit)
+        except EndpointUnavailableError as error:
+            action = "ack" if commit else "nack"
+            log.warning("%s: %s failed, its rows are ready again: %s", self._where, action, error)
 
     def _settle(self, session: Session, ids: Sequence[int], acked: bool) -> None:
         dialect = self._dialect
@@ -321,13 +390,17 @@ class SqlxInput(InputEndpoint):
             # rows claimed ahead are not ready for others, but still to come from here
             ahead = self._ahead.count() if self._ahead is not None else 0
             ready = session.run(lambda connection: _count(connection, self._dialect.pending()))
-            pending = ready + ahead
+            # rows deleted by our open claims still count as there for others: those
+            # handed out are not pending (those claimed ahead are, still to come)
+            with self._lock:
+                held_out = sum(len(held.ids) for held in self._held_out)
+            pending = max(0, ready + ahead - held_out)
         except Exception as error:
             return EndpointStatus(healthy=False, target=target, error=str(error))
         details = {
             "database": session.database.kind,
             "table": self._options.table,
-            "in_flight": len(self._outstanding),
+            "in_flight": len(self._outstanding) + held_out,
         }
         return EndpointStatus(healthy=True, target=target, pending=pending, details=details)
 
@@ -345,9 +418,17 @@ class SqlxInput(InputEndpoint):
         session, self._session = self._session, None
         lease, self._lease = self._lease, None
         ahead, self._ahead = self._ahead, None
+        slots, self._slots = self._slots, None
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
         if ahead is not None:
             ahead.drain()  # its rows are in _outstanding: given back below
             ahead.close()
+        if slots is not None:
+            slots.close()  # ROLLBACK: held rows are ready again at once
+            with self._lock:
+                self._held_out.clear()
         if session is None:
             return
         with self._lock:

@@ -2,8 +2,9 @@
 
 Names, types, defaults and meanings are mq-bridge-py 0.3.2's ``SqlxConfig`` (so a peer's
 config runs unchanged), plus three of mq-bridge 1.2.0's (`max_polling_interval_ms`,
-`test_before_acquire`, `source_metadata`) and one of ours (`lease_ms`). Where the peer's
-schema allows ``null`` for "the default", so do we: a null is read as the option left out.
+`test_before_acquire`, `source_metadata`) and two of ours (`lease_ms`, `listen_notify`).
+Where the peer's schema allows ``null`` for "the default", so do we: a null is read as
+the option left out.
 """
 
 from __future__ import annotations
@@ -141,6 +142,13 @@ class SqlxOptions(Options):
         "(`locked_until`); a dead consumer's rows are handed out again after this. Defaults to "
         "60000ms, the peer's fixed lease.",
     )
+    listen_notify: bool = Field(
+        False,
+        description="(PostgreSQL only) Wake inputs at once on new rows: outputs send "
+        "`NOTIFY` after each committed send, inputs `LISTEN` on a connection of their own "
+        "(polling at `polling_interval_ms` stays, so a missed notification only waits for "
+        "the next poll). Both sides need it. Defaults to false.",
+    )
     source_metadata: bool = Field(
         False,
         description="(Consumer only) Include the mqb.src.sqlx_table and mqb.src.sqlx_id source "
@@ -205,6 +213,8 @@ class SqlxOptions(Options):
             table_parts(self.table)
         except ValueError as error:
             raise OptionError("table", str(error)) from None
+        if self.listen_notify and self.kind != "postgresql":
+            raise OptionError("listen_notify", "works on PostgreSQL only (LISTEN/NOTIFY)")
         if (self.min_connections or 0) > (self.max_connections or 10):
             raise OptionError("min_connections", "must not be more than `max_connections`")
         return self
@@ -224,6 +234,12 @@ class SqlxOptions(Options):
         if self.max_polling_interval_ms is None:
             return self.polling_interval
         return max(self.polling_interval, self.max_polling_interval_ms / 1000)
+
+    @property
+    def notify_channel(self) -> str:
+        """The LISTEN/NOTIFY channel of the table (`listen_notify`): the same name on both
+        sides when they spell `table` alike; at most 63 characters, PostgreSQL's limit."""
+        return f"mqb_sqlx_{self.table.lower()}"[:63]
 
     @property
     def lease_seconds(self) -> float:

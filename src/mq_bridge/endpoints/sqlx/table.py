@@ -81,9 +81,10 @@ def _describe(connection: Any, dialect: Dialect) -> Layout:
     cursor = connection.cursor()
     try:
         cursor.execute(dialect.describe())
-        columns = frozenset(str(column[0]).lower() for column in cursor.description or ())
+        described = cursor.description or ()
         cursor.fetchall()
         connection.commit()
     finally:
         cursor.close()
-    return Layout(columns)
+    types = {str(column[0]).lower(): column[1] for column in described}
+    return Layout(frozenset(types), types)
