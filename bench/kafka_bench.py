@@ -18,8 +18,9 @@ the endpoint; median of --runs):
 
 Group members use session.timeout.ms 6000 / heartbeat.interval.ms 1000 (shared/BROKERS.md:
 Tansu's join takes about half the session timeout). Each run deletes its topics with plain
-confluent-kafka where it is installed (our venv); the peer's venv has no confluent-kafka, so
-after a peer run delete its topics with ``.venv/bin/python bench/kafka_bench.py --cleanup``.
+confluent-kafka where it is installed (our venv), with the consumer groups named after them;
+the peer's venv has no confluent-kafka, so after a peer run delete its topics and groups
+with ``.venv/bin/python bench/kafka_bench.py --cleanup``.
 The machine is shared: alternate ours and the peer one run at a time and compare medians.
 """
 
@@ -30,6 +31,8 @@ import logging
 import sys
 import time
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 from harness import DOC, KIND, close, fill, run_scenarios
 from mq_bridge import Consumer, Publisher, Route
@@ -47,7 +50,9 @@ def config(topic: str, group: str | None = None) -> dict:
 
 
 def delete_topics(*topics: str) -> None:
-    """Delete the run's topics (plain confluent-kafka; skipped where it is not installed)."""
+    """Delete the run's topics and the consumer groups named after them (plain
+    confluent-kafka; skipped where it is not installed: the server is shared, and a group
+    left behind stays in its memory)."""
     try:
         from confluent_kafka.admin import AdminClient
     except ImportError:
@@ -58,6 +63,24 @@ def delete_topics(*topics: str) -> None:
             future.result(15)
         except Exception as error:
             print(f"could not delete {topic}: {error}", file=sys.stderr)
+    delete_groups(admin, lambda group: group.startswith(topics))
+
+
+def delete_groups(admin: Any, wanted: Callable[[str], bool]) -> int:
+    """Delete the consumer groups whose names `wanted` accepts; how many."""
+    try:
+        listed = admin.list_consumer_groups(request_timeout=10).result(15)
+    except Exception as error:
+        print(f"could not list consumer groups: {error}", file=sys.stderr)
+        return 0
+    groups = sorted(g.group_id for g in listed.valid if wanted(g.group_id))
+    if groups:
+        for group, future in admin.delete_consumer_groups(groups, request_timeout=10).items():
+            try:
+                future.result(15)
+            except Exception as error:
+                print(f"could not delete group {group}: {error}", file=sys.stderr)
+    return len(groups)
 
 
 def timed_drain(cfg: dict, count: int, timeout: float = 180.0) -> tuple[int, float]:
@@ -91,6 +114,7 @@ def route_run(count: int) -> float:
         route.start()
         seen, elapsed = timed_drain(config(sink, f"{sink}-reader"), count)
         route.stop()
+        route.join()  # closed (its group left) before the topics and groups are deleted
         if seen != count:
             sys.exit(f"routed {seen} of {count}")
         return count / elapsed
@@ -146,14 +170,16 @@ def poll_run(count: int) -> float:
 
 
 def cleanup() -> None:
-    """Delete every topic a benchmark run left behind (a peer run cannot delete its own)."""
+    """Delete every topic and group a benchmark run left behind (a peer run cannot delete
+    its own)."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": URL})
     topics = [t for t in admin.list_topics(timeout=10).topics if t.startswith(PREFIX)]
     if topics:
         delete_topics(*topics)
-    print(f"deleted {len(topics)} topic(s)")
+    groups = delete_groups(admin, lambda group: group.startswith(PREFIX))
+    print(f"deleted {len(topics)} topic(s) and {groups} more group(s)")
 
 
 SCENARIOS = {

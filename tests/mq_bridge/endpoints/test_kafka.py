@@ -273,6 +273,39 @@ def test_foreign_records_get_stable_ids_and_tombstones_are_marked(
     assert records[2].value() is None and records[2].key() == b"k1"
 
 
+def test_records_that_only_look_like_ours_are_read_by_the_general_rules(
+    kafka_bootstrap: str, topic: str
+) -> None:
+    """The reader's fast path (our layout: the id header last, 32 hex digits) must give
+    way to the general rules for anything else, including an id header without a value."""
+    from mq_bridge.endpoints.kit.wire import position_id
+
+    Publisher.from_config(kafka_config(kafka_bootstrap, topic)).close()  # one partition
+    known = uuid.uuid4()
+    raw_produce(
+        kafka_bootstrap,
+        topic,
+        [
+            (b"k", b"null id", [("mq_bridge.message_id", None)]),
+            (b"k", b"not hex", [("h", b"v"), ("mq_bridge.message_id", b"zz" * 16)]),
+            (b"k", b"dashed", [("mq_bridge.message_id", str(known).encode())]),
+            (b"k", b"upper", [("h", b"v"), ("mq_bridge.message_id", known.hex.upper().encode())]),
+        ],
+    )
+    config = kafka_config(kafka_bootstrap, topic, group_id=f"{topic}-g")
+    with Consumer.from_config(config) as consumer:
+        messages = poll_n(consumer, 4)
+        consumer.commit()
+    assert [m.payload for m in messages] == [b"null id", b"not hex", b"dashed", b"upper"]
+    assert [m.id for m in messages] == [
+        str(uuid.UUID(int=position_id("kafka", topic, 0, 0))),
+        str(uuid.UUID(int=position_id("kafka", topic, 0, 1))),
+        str(known),
+        str(known),
+    ]
+    assert [m.metadata for m in messages] == [{}, {"h": "v"}, {}, {"h": "v"}]
+
+
 def test_source_metadata_option(kafka_bootstrap: str, topic: str) -> None:
     with Publisher.from_config(kafka_config(kafka_bootstrap, topic)) as publisher:
         publisher.send_json({"n": 1}, {"kind": "k"})
@@ -308,6 +341,43 @@ def test_acks_are_cumulative_so_out_of_order_acks_raise(kafka_bootstrap: str, to
     with Consumer.from_config(config) as consumer:
         assert [m.json()["n"] for m in poll_n(consumer, 2)] == [2, 3]
         consumer.commit()
+
+
+@pytest.mark.parametrize("interval", [True, False], ids=["interval-commits", "commit-per-ack"])
+def test_acks_are_committed_without_another_read(
+    kafka_bootstrap: str, topic: str, interval: bool
+) -> None:
+    """A member that acks and then neither reads nor closes still gets its ack committed:
+    librdkafka's interval commit sends the offsets the ack stored (by default), or the ack
+    sends its own commit (``enable.auto.commit=false``)."""
+    from confluent_kafka import Consumer as RawConsumer
+    from confluent_kafka import TopicPartition
+
+    with Publisher.from_config(kafka_config(kafka_bootstrap, topic)) as publisher:
+        for n in range(5):
+            publisher.send_json({"n": n})
+    group = f"{topic}-g"
+    more = {} if interval else {"consumer_options": [*SESSION, ["enable.auto.commit", "false"]]}
+    config = kafka_config(kafka_bootstrap, topic, group_id=group, **more)
+    committed = None
+    with Consumer.from_config(config) as consumer:
+        got = poll_n(consumer, 5)
+        consumer.commit()
+        assert consumer._input._commits.interval_commits is interval  # type: ignore[attr-defined]
+        # The group's committed offset, read by another client (no join, no commit).
+        reader = RawConsumer(
+            {"bootstrap.servers": kafka_bootstrap, "group.id": group, "logger": QUIET}
+        )
+        try:
+            deadline = time.monotonic() + 15
+            while committed != 5 and time.monotonic() < deadline:
+                time.sleep(0.1)
+                [position] = reader.committed([TopicPartition(topic, 0)], timeout=10)
+                committed = position.offset
+        finally:
+            reader.close()
+    assert len(got) == 5
+    assert committed == 5
 
 
 def test_pending_is_the_groups_lag(kafka_bootstrap: str, topic: str) -> None:
@@ -478,9 +548,9 @@ def test_a_member_joining_takes_partitions_without_redelivering_what_was_acked(
 def test_partitions_that_move_get_what_was_acked_committed_first(
     kafka_bootstrap: str, topic: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The acks' asynchronous commits never land here (suppressed, as if still in flight when
-    the group rebalanced): only the revoke callback's commit keeps B from reading again what
-    A acked."""
+    """The acks' commits never land here (nothing is stored for librdkafka's interval commit
+    and no asynchronous commit is sent, as if the group rebalanced before they went out):
+    only the revoke callback's commit keeps B from reading again what A acked."""
     from mq_bridge.endpoints.kafka.commits import PartitionCommits
 
     commit = PartitionCommits.commit
@@ -490,6 +560,7 @@ def test_partitions_that_move_get_what_was_acked_committed_first(
             commit(self, consumer, only, wait)
 
     monkeypatch.setattr(PartitionCommits, "commit", only_waited)
+    monkeypatch.setattr(PartitionCommits, "_store", lambda self, consumer, offsets: True)
     again, after = rebalance_after_acking(kafka_bootstrap, topic)
     assert again == []
     assert sorted(after) == list(range(20, 30))

@@ -2,9 +2,10 @@
 
 Features
     - Input, group mode (`group_id`): a consumer-group member; a new group starts at the
-      earliest offset. Manual commits of offset+1 per partition for each acked batch (sent
-      asynchronously, confirmed by the next read; synchronous before a rebalance, `status()`
-      and close); acks are cumulative, so they must follow receive order
+      earliest offset. Commits of offset+1 per partition for each acked batch (stored for
+      librdkafka's 100 ms interval commit, or sent at once with ``enable.auto.commit=false``;
+      confirmed by a later read; synchronous before a rebalance, `status()` and close);
+      acks are cumulative, so they must follow receive order
       (`Consumer.ack(token)` out of order raises). `nack` seeks back: the batch comes again
       at once, in order. Partitions about to move in a rebalance first get what was acked
       committed.

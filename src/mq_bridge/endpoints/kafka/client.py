@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONNECT_TIMEOUT",
+    "CONSUMER_DEFAULTS",
+    "INTERVAL_COMMITS",
     "ProducerLink",
     "base_settings",
     "client_error",
@@ -58,6 +60,13 @@ CONSUMER_DEFAULTS: dict[str, str] = {
     "enable.auto.commit": "false",
     "enable.auto.offset.store": "false",
     "enable.partition.eof": "false",
+}
+#: A group member's: librdkafka commits, every 100 ms from its own thread, the offsets the
+#: input stored for what was acknowledged (never a record's offset by itself:
+#: ``enable.auto.offset.store`` stays false). See `commits`.
+INTERVAL_COMMITS: dict[str, str] = {
+    "enable.auto.commit": "true",
+    "auto.commit.interval.ms": "100",
 }
 
 _UNREACHABLE_CODES = {"_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_RESOLVE", "_DESTROY"}

@@ -2,18 +2,29 @@
 
 Kafka commits are cumulative per partition: committing offset N says "everything before N
 is done". So the input keeps, per partition it owns, the offset after the last record of the
-last acked batch (`acked`), sends it to the group coordinator, and forgets it only once the
-coordinator confirmed it::
+last acked batch (`acked`), has it sent to the group coordinator, and forgets it only once
+the coordinator confirmed it::
 
     ack(batch) ──> acked: {(topic, partition): last offset + 1}   (only owned partitions)
-                     │  commit(wait=False): sent, `in_flight` + 1
+                     │  stored in librdkafka (`store_offsets`: local, no request), which
+                     │  commits what is stored every ``auto.commit.interval.ms`` (100 ms)
+                     │  from its own thread, whether or not the application keeps reading
                      ▼
     on_commit (librdkafka's callback, served inside the next consume/poll)
                      ├─ ok: forgotten (unless a later ack moved it on)
-                     └─ failed: kept; `retry_due` asks the next read to send it again
+                     └─ failed: kept; librdkafka sends what is stored again next interval
 
     revoke(partitions) ─ commit(wait=True) of theirs, then they are no longer owned
     lose(partitions)   ─ no commit (the session expired: another member owns them already)
+
+Why stored offsets and not one asynchronous commit per ack: each commit call wakes
+librdkafka's threads, and on a busy machine the woken thread takes the reader's CPU; with
+one commit per 500-message batch that cost the pull consumer about a third of its rate.
+Storing is a local write; the interval bounds how long an ack waits to be sent (a crash in
+that window delivers the batch again: at least once, as before). With
+``enable.auto.commit=false`` in ``consumer_options`` (`interval_commits` False) each ack is
+sent at once instead (`commit(wait=False)`), and a failed one is sent again before the next
+read (`retry_due`).
 
 Synchronous commits (``wait=True``) are used where something depends on the result: before
 partitions move, before the lag is computed, at close. An ack for a partition this member no
@@ -42,6 +53,9 @@ class PartitionCommits:
 
     def __init__(self, where: str) -> None:
         self._where = where
+        #: librdkafka commits the stored offsets on its interval (``enable.auto.commit``
+        #: with ``enable.auto.offset.store=false``); False: `ack` callers commit themselves.
+        self.interval_commits = False
         self._lock = threading.Lock()
         self._commit_lock = threading.Lock()  # one commit at a time, in order
         self._owned: set[Partition] = set()
@@ -82,12 +96,34 @@ class PartitionCommits:
 
     # --- acknowledging --------------------------------------------------------------------
 
-    def ack(self, ranges: Mapping[Partition, list[int]]) -> None:
-        """Record the offsets after each owned partition's last acked record."""
+    def ack(self, consumer: Any, ranges: Mapping[Partition, list[int]]) -> None:
+        """Record, per owned partition, the offset after its last acked record, and have it
+        committed: stored for librdkafka's interval commit, or (without interval commits,
+        or when it cannot be stored) sent now (``commit(wait=False)``).
+
+        The store happens under the lock that orders acks, so librdkafka never holds an
+        older offset than one committed synchronously from `acked`.
+        """
         with self._lock:
+            moved: dict[Partition, int] = {}
             for key, (_first, last) in ranges.items():
                 if key in self._owned and self._acked.get(key, -1) <= last:
-                    self._acked[key] = last + 1
+                    self._acked[key] = moved[key] = last + 1
+            if not moved:
+                return
+            stored = self.interval_commits and self._store(consumer, moved)
+        if not stored:
+            self.commit(consumer, wait=False)
+
+    def _store(self, consumer: Any, offsets: dict[Partition, int]) -> bool:
+        ck = confluent()
+        partitions = [ck.TopicPartition(t, p, offset) for (t, p), offset in offsets.items()]
+        try:
+            consumer.store_offsets(offsets=partitions)
+        except Exception as error:  # e.g. a partition being revoked: commit it instead
+            log.debug("%s: could not store offsets, committing them: %s", self._where, error)
+            return False
+        return True
 
     @property
     def unconfirmed(self) -> bool:
@@ -96,8 +132,9 @@ class PartitionCommits:
 
     @property
     def retry_due(self) -> bool:
-        """Unconfirmed offsets with no commit on its way: one failed, send it again."""
-        return bool(self._acked) and not self._in_flight
+        """Unconfirmed offsets with no commit on its way: one failed, send it again. (Not
+        with interval commits: librdkafka sends what is stored again itself.)"""
+        return not self.interval_commits and bool(self._acked) and not self._in_flight
 
     def commit(self, consumer: Any, only: set[Partition] | None = None, wait: bool = True) -> None:
         """Commit the unconfirmed offsets (of `only` these partitions).
@@ -137,9 +174,9 @@ class PartitionCommits:
         with self._lock:
             self._in_flight = max(0, self._in_flight - 1)
         if error is not None:
-            log.warning(
-                "%s: commit failed, sent again before the next read: %s", self._where, error
-            )
+            if error.code() == confluent().KafkaError._NO_OFFSET:
+                return  # an interval commit with nothing new to send
+            log.warning("%s: commit failed, kept to be sent again: %s", self._where, error)
             return
         self._confirmed([tp for tp in partitions if tp.error is None])
 

@@ -4,13 +4,15 @@ Group mode (`group_id`): `subscribe` with rebalance callbacks; a new group start
 earliest offset. Acks are cumulative per partition, as Kafka's commits are: acking a batch
 commits, for each partition in it, the offset after its last record. Batches must be acked
 in the order they were received (`acks_in_any_order` is False: `Consumer.ack(token)` out of
-order raises). The commit is sent asynchronously (a synchronous one costs a round trip per
-batch, ~5 ms on Tansu, which halved the poll+commit rate) and confirmed by librdkafka's
-commit callback during the next read (`commits.PartitionCommits`); until then they are kept,
-and they are committed synchronously when partitions are revoked, before `status()` computes
-the lag and at close. A commit that fails (a rebalance in progress, the coordinator away)
-is sent again before the next read. A crash between an ack and its confirmation delivers
-that batch again: at least once, never lost. Partitions revoked from this
+order raises). An ack stores the offsets in librdkafka, which commits what is stored every
+100 ms from its own thread (`commits.PartitionCommits`; with ``enable.auto.commit=false``
+each ack sends its own asynchronous commit instead; a synchronous one costs a round trip
+per batch, ~5 ms on Tansu, which halved the poll+commit rate). librdkafka's commit callback
+confirms them during a later read; until then they are kept, and they are committed
+synchronously when partitions are revoked, before `status()` computes the lag and at
+close. A commit that fails (a rebalance in progress, the coordinator away) is sent again.
+A crash between an ack and its confirmation delivers that batch again: at least once,
+never lost. Partitions revoked from this
 member first get what was acked committed; acks that come later for partitions it no longer
 owns are dropped (their new owner reads them again: at least once). `nack` seeks each
 partition back to the batch's first offset, so the batch is delivered again at once, in
@@ -38,6 +40,7 @@ from mq_bridge.endpoints.base import Batch, BuildContext, EndpointStatus, InputE
 from mq_bridge.endpoints.kafka.client import (
     CONNECT_TIMEOUT,
     CONSUMER_DEFAULTS,
+    INTERVAL_COMMITS,
     ProducerLink,
     base_settings,
     client_error,
@@ -118,6 +121,7 @@ class KafkaInput(InputEndpoint):
         earliest = self._group_mode
         own: dict[str, Any] = {
             **CONSUMER_DEFAULTS,
+            **(INTERVAL_COMMITS if self._group_mode else {}),
             "group.id": group_id,
             "auto.offset.reset": "earliest" if earliest else "latest",
             "on_commit": self._commits.on_commit,
@@ -128,6 +132,7 @@ class KafkaInput(InputEndpoint):
         consumer = make_client(ck.Consumer, settings, "kafka.consumer_options")
         self._unavailable = None
         self._commits.reset()
+        self._commits.interval_commits = str(settings["enable.auto.commit"]).lower() == "true"
         try:
             if self._group_mode or self._regex:
                 consumer.subscribe(
@@ -241,13 +246,14 @@ class KafkaInput(InputEndpoint):
             raise EndpointUnavailableError(f"{self._where}: {reason}")
 
     def _batch(self, records: list[Any]) -> Batch:
-        messages, ranges, errors = decode_batch(records, self._source_metadata, self._one_topic)
-        for record in errors:
+        decoded = decode_batch(records, self._source_metadata, self._one_topic)
+        for record in decoded.errors:
             self._record_error(record)
-        if not messages:
+        if not decoded.messages:
             return Batch([])
-        self._forwarders.expect(messages)
-        return Batch(messages, _Positions(self._generation, ranges))
+        if decoded.requests:
+            self._forwarders.expect(decoded.messages)
+        return Batch(decoded.messages, _Positions(self._generation, decoded.ranges))
 
     def _record_error(self, record: Any) -> None:
         error = record.error()
@@ -263,7 +269,8 @@ class KafkaInput(InputEndpoint):
     def ack(self, batch: Batch) -> None:
         """Commit, per partition, the offset after the batch's last record.
 
-        The commit is sent, not awaited (see the module docstring for when it is confirmed).
+        The commit is stored for librdkafka's interval commit (or sent), not awaited (see the
+        module docstring for when it is confirmed).
         Acks of batches from an earlier connection, or of partitions this member no longer
         owns, are dropped: those records are delivered again (at least once). A failed
         commit is kept and tried again; it never raises.
@@ -279,8 +286,7 @@ class KafkaInput(InputEndpoint):
             return
         if not self._group_mode:
             return  # an ephemeral group: nothing to keep
-        self._commits.ack(token.ranges)
-        self._commits.commit(consumer, wait=False)
+        self._commits.ack(consumer, token.ranges)
 
     def nack(self, batch: Batch) -> None:
         """Seek each partition back to the batch's first offset: delivered again, in order."""

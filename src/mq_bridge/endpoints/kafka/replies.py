@@ -30,7 +30,12 @@ from mq_bridge.endpoints.kafka.client import (
     make_client,
     with_user_settings,
 )
-from mq_bridge.endpoints.kafka.codec import HeaderCache, decode_records
+from mq_bridge.endpoints.kafka.codec import (
+    CORRELATION_KEY,
+    REPLY_TO_KEY,
+    HeaderCache,
+    decode_records,
+)
 from mq_bridge.endpoints.kafka.options import KafkaOptions
 from mq_bridge.endpoints.kit.replies import ReplyRegistry, ReplyWaiter
 from mq_bridge.message import Message
@@ -41,9 +46,6 @@ if TYPE_CHECKING:
 __all__ = ["ReplyForwarders", "ReplyReader"]
 
 log = logging.getLogger("mq_bridge.endpoints.kafka")
-
-REPLY_TO_KEY = "reply_to"
-CORRELATION_KEY = "correlation_id"
 
 
 class ReplyReader:
