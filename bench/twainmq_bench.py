@@ -5,7 +5,9 @@
 
 --compare runs "ours" with the python running this script and the peer with the python
 `scripts/peer-venv.sh twainmq` prints (it makes the peer's venv on first use, under
-$TWAINMQ_PEERS_DIR or .peers/); --peer-python PATH uses another.
+$TWAINMQ_PEERS_DIR or .peers/); --peer-python PATH uses another. --before SRC adds a column:
+our python with PYTHONPATH=SRC, e.g. the src/ of a `git worktree` of an earlier commit, run in
+the same alternation, so that a change is measured against the peer before and after at once.
 
 Scenarios (100-byte messages, u16 keys cycling over 1000 values (--keys N: produce* cycle over
 N keys, e.g. 65536), 4 partitions, unless said):
@@ -206,26 +208,59 @@ def peer_python() -> str:
     return result.stdout.strip()
 
 
-def compare(scenarios: list[str], count: int | None, peer: str, keys: int = KEYS) -> None:
-    """Run each scenario 3 times with our python and the peer's, alternating, so that both
-    meet the same machine load; print the medians and their ratio."""
-    ours_python = sys.executable
-    print(f"{'scenario':18} {'ours':>14} {'peer 0.2.3':>14} {'ratio':>8}")
+def compare(
+    scenarios: list[str],
+    count: int | None,
+    peer: str,
+    keys: int = KEYS,
+    before: str | None = None,
+    clock: str = "wall",
+) -> None:
+    """Run each scenario 3 times with our python and the peer's (and ``before``'s: our python
+    on another source tree), alternating, so that all meet the same machine load; print the
+    medians and the ratios to the peer."""
+    sides: dict[str, tuple[str, str | None]] = {
+        "ours": (sys.executable, None),
+        "peer": (peer, None),
+    }
+    if before:
+        sides["before"] = (sys.executable, before)
+    header = f"{'scenario':18} {'ours':>14} {'peer 0.2.3':>14} {'ratio':>8}"
+    print(header + (f" {'before':>14} {'ratio':>8}" if before else ""))
     for scenario in scenarios:
-        figures: dict[str, list[float]] = {ours_python: [], peer: []}
+        figures: dict[str, list[float]] = {side: [] for side in sides}
         for _ in range(3):
-            for python in figures:
-                if scenario == "rss" and python == peer:
+            for side, (python, source) in sides.items():
+                if scenario == "rss" and side == "peer":
                     continue
-                args = [python, __file__, scenario, "--runs=1", f"--keys={keys}"]
+                args = [
+                    python,
+                    __file__,
+                    scenario,
+                    "--runs=1",
+                    f"--keys={keys}",
+                    f"--clock={clock}",
+                ]
                 args += [f"--count={count}"] if count else []
-                out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
-                figures[python].append(json.loads(out)["value"])
-        ours = statistics.median(figures[ours_python])
-        theirs = statistics.median(figures[peer]) if figures[peer] else None
-        ratio = f"{ours / theirs:.1f}x" if theirs else "-"
-        peer_text = f"{theirs:,.2f}" if theirs is not None else "-"
-        print(f"{scenario:18} {ours:>14,.2f} {peer_text:>14} {ratio:>8}", flush=True)
+                env = dict(os.environ, PYTHONPATH=source) if source else None
+                out = subprocess.run(
+                    args, capture_output=True, text=True, check=True, env=env
+                ).stdout
+                figures[side].append(json.loads(out)["value"])
+        medians = {side: statistics.median(v) if v else None for side, v in figures.items()}
+        ours, theirs = medians["ours"], medians["peer"]
+        line = f"{scenario:18} {_figure(ours)} {_figure(theirs)} {_ratio(ours, theirs)}"
+        if before:
+            line += f" {_figure(medians['before'])} {_ratio(medians['before'], theirs)}"
+        print(line, flush=True)
+
+
+def _figure(value: float | None) -> str:
+    return f"{value:>14,.2f}" if value is not None else f"{'-':>14}"
+
+
+def _ratio(value: float | None, peer: float | None) -> str:
+    return f"{value / peer:>7.1f}x" if value is not None and peer else f"{'-':>8}"
 
 
 def main() -> None:
@@ -241,13 +276,17 @@ def main() -> None:
     parser.add_argument(
         "--peer-python", help="the peer's python (default: scripts/peer-venv.sh twainmq)"
     )
+    parser.add_argument(
+        "--before", metavar="SRC", help="--compare: also run our python with PYTHONPATH=SRC"
+    )
     args = parser.parse_args()
     global CLOCK, KEY_COUNT
     CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     KEY_COUNT = args.keys
     if args.compare:
         scenarios = args.scenario or list(SCENARIOS)
-        compare(scenarios, args.count, args.peer_python or peer_python(), args.keys)
+        peer = args.peer_python or peer_python()
+        compare(scenarios, args.count, peer, args.keys, args.before, args.clock)
         return
     for scenario in args.scenario:
         count = args.count or default_count(scenario)

@@ -61,6 +61,8 @@ TAG_TEXT = 1
 TAG_DATACLASS = 2
 
 LENGTH_AND_CRC = struct.Struct("<II")
+TIMESTAMP = struct.Struct("<q")
+TIMESTAMP_TAG = struct.Struct("<qB")
 TIMESTAMP_TAG_KEYLEN = struct.Struct("<qBB")
 HEADER = struct.Struct("<IIqBB")
 #: Bytes of a record that are not key or payload.
@@ -91,7 +93,7 @@ HEAD_SEALED = 0x5EA1ED02
 
 # Bound once: the producer frames every record through these.
 _pack_length_crc, _pack_timestamp_tag_key_length = LENGTH_AND_CRC.pack, TIMESTAMP_TAG_KEYLEN.pack
-_pack_timestamp, _crc32 = struct.Struct("<q").pack, zlib.crc32
+_pack_timestamp, _crc32 = TIMESTAMP.pack, zlib.crc32
 
 RecordPrefix = tuple[bytes, int]
 """(data, crc): a record's bytes between its CRC and its payload (timestamp, tag, key length,
@@ -123,6 +125,15 @@ def text_head(key: bytes) -> bytes:
     """What follows the timestamp in every text record of `key` (tag, key length, key):
     computed once per key (the producer keeps it in the key's route)."""
     return bytes((TAG_TEXT, len(key))) + key
+
+
+_INTEGER_CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
+
+
+def text_head_struct(width: int) -> struct.Struct:
+    """The Struct whose ``pack(TAG_TEXT, width, key)`` is `text_head` of an integer key of
+    ``width`` bytes (1, 2, 4 or 8; little-endian), made in one call."""
+    return struct.Struct(f"<BB{_INTEGER_CODES[width]}")
 
 
 def frame(key: bytes, timestamp_us: int, tag: int, payload: bytes) -> bytes:

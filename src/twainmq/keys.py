@@ -104,6 +104,15 @@ def splitmix64(x: int) -> int:
     return z ^ (z >> 31)
 
 
+def int_partition(key: int, partitions: int) -> int:
+    """``default_partitioner`` of an integer key in 0 .. 2**64 - 1, inlined (a producer
+    routes every new key through it: one call instead of three)."""
+    z = (key + 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return (z ^ (z >> 31)) % partitions
+
+
 def default_partitioner(key: int | str, partitions: int) -> int:
     """Map ``key`` to a partition with SplitMix64 (formula in the module docstring)."""
     if isinstance(key, str):
