@@ -11,7 +11,6 @@ import base64
 import gzip
 import http.client
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -476,25 +475,3 @@ def test_a_handler_failure_that_is_not_retried_is_500() -> None:
     with serving(refuse, port):
         status, _headers, _body = call(port)
     assert status == 500  # answered when the route drops it (not 202, not a 504 timeout)
-
-
-@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
-def test_the_listener_serves_on_uvloop_and_without_it(
-    loop: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """uvloop (extra `http`) runs the listener's loop when installed; without it, asyncio's."""
-    import asyncio
-
-    from mq_bridge.endpoints.http import server
-
-    if loop == "asyncio":
-        monkeypatch.setitem(sys.modules, "uvloop", None)  # `import uvloop` raises ImportError
-    made = server._new_loop()
-    try:
-        assert type(made).__module__.startswith("uvloop" if loop == "uvloop" else "asyncio")
-    finally:
-        made.close()
-    port = free_port()
-    with serving(lambda m: m.with_payload(m.payload.upper()), port):
-        assert call(port, body=b"hi")[::2] == (200, b"HI")
-    assert isinstance(made, asyncio.AbstractEventLoop)

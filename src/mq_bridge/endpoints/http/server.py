@@ -72,15 +72,6 @@ STANDBY_SLICE = 0.05
 _STANDBY = object()
 
 
-def _new_loop() -> asyncio.AbstractEventLoop:
-    """uvloop's loop when it is installed (extra `http`), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
-
-
 class Listener:
     """One server socket, its loop, and the request handlers registered on it."""
 
@@ -93,7 +84,7 @@ class Listener:
         self.header_timeout = header_timeout
         #: path (None: any) -> method (None: any) -> handler
         self.routes: dict[str | None, dict[str | None, RequestHandler]] = {}
-        self.loop = _new_loop()
+        self.loop = asyncio.new_event_loop()
         #: The object whose thread drives the loop now (None: nobody).
         self.driver: object | None = None
         self._driving = threading.Lock()
