@@ -87,7 +87,7 @@ def message_from_request(
     """The message for one request; `request_line` is (method, path, query, version);
     `extra` metadata (a stream item's) goes last."""
     metadata = {name.lower(): value for name, value in headers}
-    if any(key.startswith(SOURCE_PREFIX) for key in metadata):
+    if SOURCE_PREFIX in "\n".join(metadata):  # a cheap pre-check; the filter is exact
         metadata = {k: v for k, v in metadata.items() if not k.startswith(SOURCE_PREFIX)}
     method, path, query, version = request_line
     metadata["http_method"] = method

@@ -26,6 +26,7 @@ import hashlib
 import hmac
 import itertools
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mq_bridge.endpoints.base import Batch, BuildContext, EndpointStatus, InputEndpoint
@@ -55,6 +56,10 @@ _STATUS_TEXT = {
 }
 
 
+#: ``http_version`` of the usual versions (aiohttp's `HttpVersion` tuples).
+_VERSIONS = {(1, 1): "HTTP/1.1", (1, 0): "HTTP/1.0"}
+
+
 class _TooLarge(Exception):
     pass
 
@@ -62,7 +67,7 @@ class _TooLarge(Exception):
 class _Pending(ReplyWaiter):
     """One request waiting for its reply (or for its batch's ack) on the loop."""
 
-    __slots__ = ("_input", "future")
+    __slots__ = ("_input", "future", "settled")
 
     def __init__(self, correlation_id: str, future: asyncio.Future[Any], owner: HttpInput) -> None:
         # No super().__init__(): its threading.Event (a lock and a condition per request)
@@ -70,15 +75,19 @@ class _Pending(ReplyWaiter):
         self.correlation_id = correlation_id
         self.reply = None
         self.future = future
+        #: An outcome is on its way to the loop (the batch's ack needs to send none).
+        self.settled = False
         self._input = owner
 
     def complete(self, reply: Message) -> None:
         """On the route thread: the `response` output answered."""
+        self.settled = True
         self._input._handoff.settle(self, (200, reply))
 
     def fail(self, error: BaseException) -> None:
         """The route dropped the request (a handler or output failure that is not
         retriable): 500. Called by a runtime that reports drops to the reply registry."""
+        self.settled = True
         self._input._handoff.settle(self, (_FAILED, None))
 
     def resolve(self, outcome: tuple[int, Message | None]) -> None:
@@ -113,6 +122,7 @@ class HttpInput(InputEndpoint):
         self._in_flight = 0
         self._listener: Listener | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._respond: Callable[..., web.Response] = _unconnected
 
     # -- lifecycle (any thread) --------------------------------------------------------
 
@@ -123,6 +133,10 @@ class HttpInput(InputEndpoint):
         from mq_bridge.endpoints.kit.drivers import require_driver
 
         require_driver("aiohttp", endpoint="http", extra="http")
+        from aiohttp import web
+
+        # Looked up once: an import statement per request costs more than our dispatch.
+        self._respond = web.Response
         ssl_context = server_ssl_context(self._options.tls, self._options.url)
         if self._options.server_protocol == "http2_only":
             raise ConfigError(
@@ -194,7 +208,8 @@ class HttpInput(InputEndpoint):
     def ack(self, batch: Batch) -> None:
         settle = self._handoff.settle
         for pending in batch.token or ():
-            if not pending.future.done():
+            if not pending.settled:
+                pending.settled = True
                 settle(pending, (_ACCEPTED, None))
 
     def nack(self, batch: Batch) -> None:
@@ -207,12 +222,11 @@ class HttpInput(InputEndpoint):
     # -- the loop ----------------------------------------------------------------------
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        from aiohttp import web
-
+        respond = self._respond
         if self._limit and self._in_flight >= self._limit:
-            return web.Response(status=503, text="Too many concurrent requests")
+            return respond(status=503, text="Too many concurrent requests")
         if self._expected_auth is not None and not _authorized(request, self._expected_auth):
-            return web.Response(
+            return respond(
                 status=401,
                 text="Unauthorized",
                 headers={"WWW-Authenticate": 'Basic realm="mq-bridge"'},
@@ -222,9 +236,9 @@ class HttpInput(InputEndpoint):
         try:
             return await self._exchange(request, deadline)
         except (BodyTimeout, asyncio.TimeoutError):
-            return web.Response(status=504, text=_STATUS_TEXT[504])
+            return respond(status=504, text=_STATUS_TEXT[504])
         except _TooLarge:
-            return web.Response(status=413, text="Request body too large")
+            return respond(status=413, text="Request body too large")
         finally:
             self._in_flight -= 1
             if deadline is not None:
@@ -233,8 +247,6 @@ class HttpInput(InputEndpoint):
     async def _exchange(
         self, request: web.BaseRequest, deadline: Deadline | None
     ) -> web.StreamResponse:
-        from aiohttp import web
-
         if self._options.receive_streamable:
             if deadline is not None:
                 deadline.finished = True  # a stream may last: each chunk has the timeout
@@ -243,7 +255,7 @@ class HttpInput(InputEndpoint):
         if self._options.fire_and_forget:
             message = self._message(request, body, None)
             self._handoff.put((message, None))
-            return web.Response(status=_ACCEPTED, text="Message accepted")
+            return self._respond(status=_ACCEPTED, text="Message accepted")
         correlation_id = f"{self._prefix}{next(self._counter)}"
         message = self._message(request, body, correlation_id)
         assert self._loop is not None
@@ -259,7 +271,7 @@ class HttpInput(InputEndpoint):
             self._replies.forget(pending)
         if reply is not None:
             return self._reply_response(request, reply, message)
-        return web.Response(
+        return self._respond(
             status=status, text=_STATUS_TEXT[status], headers=self._response_headers or None
         )
 
@@ -267,8 +279,6 @@ class HttpInput(InputEndpoint):
         """`receive_streamable`: each item of the body is a message (SSE events, else
         lines). The answer, once the body ended: 202 when every item was acked, 500 when
         one was not; items are never answered one by one (replies to them are dropped)."""
-        from aiohttp import web
-
         from mq_bridge.endpoints.http.streaming import ItemSplitter, stream_format
 
         fmt = stream_format(request.headers.get("Content-Type")) or "ndjson"
@@ -300,7 +310,7 @@ class HttpInput(InputEndpoint):
         statuses = [status for status, _ in await asyncio.gather(*outcomes)]
         status = _ACCEPTED if all(s in (200, _ACCEPTED) for s in statuses) else _FAILED
         headers = {"X-Stream-Items": str(index), **self._response_headers}
-        return web.Response(status=status, text=_STATUS_TEXT[status], headers=headers)
+        return self._respond(status=status, text=_STATUS_TEXT[status], headers=headers)
 
     def _message(
         self,
@@ -311,11 +321,11 @@ class HttpInput(InputEndpoint):
     ) -> Message:
         """The request's message. A stream item (`extra` set) gets an id of its own: the
         request's `message_id_header` would give every item the same one."""
-        version = request.version
+        version = _VERSIONS.get(request.version) or "HTTP/{}.{}".format(*request.version)
         return codec.message_from_request(
             body,
             request.headers.items(),
-            (request.method, request.path, request.query_string, f"HTTP/{version[0]}.{version[1]}"),
+            (request.method, request.path, request.query_string, version),
             self._id_header if extra is None else "",
             correlation_id,
             extra,
@@ -339,13 +349,13 @@ class HttpInput(InputEndpoint):
             if limit and size > limit:
                 raise _TooLarge
             chunks.append(chunk)
+            if content.at_eof():  # no empty read to learn it (the usual one-chunk body)
+                break
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def _reply_response(
         self, request: web.BaseRequest, reply: Message, message: Message
     ) -> web.Response:
-        from aiohttp import web
-
         headers = codec.reply_headers(reply, message)
         if self._response_headers:
             headers.update(self._response_headers)
@@ -359,7 +369,11 @@ class HttpInput(InputEndpoint):
             body = codec.gzip_body(body)
             headers["Content-Encoding"] = "gzip"
             headers["Vary"] = "Accept-Encoding"
-        return web.Response(status=200, body=body, headers=headers)
+        return self._respond(status=200, body=body, headers=headers)
+
+
+def _unconnected(**_: Any) -> web.Response:
+    raise ClosedError("the http input is not connected")
 
 
 async def _applied(handoff: Handoff[Any]) -> None:

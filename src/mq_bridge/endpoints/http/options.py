@@ -8,6 +8,7 @@ means that default here too.
 
 from __future__ import annotations
 
+import functools
 from typing import ClassVar, Literal
 from urllib.parse import urlsplit
 
@@ -247,9 +248,13 @@ _TOKEN_CHARS = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=1024)
 def is_header_name(name: str) -> bool:
-    """Whether `name` is a valid HTTP header name (an RFC 9110 token)."""
-    return bool(name) and all(char in _TOKEN_CHARS for char in name)
+    """Whether `name` is a valid HTTP header name (an RFC 9110 token).
+
+    Cached (bounded): every reply checks its headers' names, and they are nearly always
+    the same few."""
+    return bool(name) and _TOKEN_CHARS.issuperset(name)
 
 
 def listen_address(url: str) -> tuple[str, int, bool]:
