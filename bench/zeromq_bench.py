@@ -1,12 +1,22 @@
 """ZeroMQ endpoint throughput over loopback TCP (no broker), seed public API only.
 
-One script measures us and the peer (mq-bridge 1.2.0 in its own venv), in the same sitting:
+One script measures us and the peer (mq-bridge 1.2.0 in its own venv), in the same sitting
+(run it from bench/, so both import the same harness):
 
-    $(scripts/peer-venv.sh mq-bridge) bench/zeromq_bench.py --scenario all
-    .venv/bin/python bench/zeromq_bench.py --scenario all
+    cd bench && ../.peers/mq-bridge/bin/python zeromq_bench.py --scenario all [--processes]
+    cd bench && ../.venv/bin/python zeromq_bench.py --scenario all [--processes]
 
-Scenarios (~100 B JSON with one metadata key; each figure is the median of --runs; the
-consumer drains on a thread of the same process while the publisher sends):
+Two modes:
+
+    default        publisher and consumer in ONE process: the consumer drains on a thread
+                   while the main thread sends. For us both sides share one GIL, so the
+                   figure is the sum of both sides' Python work (the peer's is in Rust).
+    --processes    the publisher runs in a child process (same python, sys.executable),
+                   the consumer in the parent: how PUSH/PULL is deployed. Each side has its
+                   own interpreter and core, so the figure is the slower side's rate.
+                   (req-rep stays in one process.)
+
+Scenarios (~100 B JSON with one metadata key; each figure is the median of --runs):
 
     batch-json     PUSH -> PULL, Publisher.send_batch of 500, format json (one frame per
                    batch: 0.3.2's wire form; ids and metadata travel)
@@ -16,12 +26,14 @@ consumer drains on a thread of the same process while the publisher sends):
     req-rep        Publisher.request_json round trips to a route (REP -> handler -> response)
 
 The rate is messages received by the consumer per second, from the first send to the last
-message polled (so a publisher that only queues locally gains nothing).
+message polled (so a publisher that only queues locally gains nothing). With --processes the
+clock starts when the parent tells the child, already connected, to start sending.
 """
 
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -48,33 +60,73 @@ def config(port: int, socket_type: str, fmt: str, bind: bool) -> dict[str, Any]:
 
 
 def push_pull(count: int, fmt: str, send: Callable[[Any, int], None]) -> float:
+    """One process: the consumer drains on a thread while this thread sends."""
     port = free_port()
     consumer = Consumer.from_config(config(port, "pull", fmt, True))
     publisher = Publisher.from_config(config(port, "push", fmt, False))
     publisher.send(Message(b"warm-up", META))  # the connection is up before timing
-    assert len(consumer.poll(max=1, timeout_ms=5000)) == 1
-    consumer.commit()
+    warm_up(consumer)
     got = [0]
-
-    def drain() -> None:
-        deadline = time.monotonic() + 120
-        while got[0] < count and time.monotonic() < deadline:
-            batch = consumer.poll(max=500, timeout_ms=1000)
-            for message in batch:
-                _ = message.payload
-            got[0] += len(batch)
-            consumer.commit()
-
-    reader = threading.Thread(target=drain)
+    reader = threading.Thread(target=lambda: got.__setitem__(0, drain(consumer, count)))
     started = time.perf_counter()
     reader.start()
     send(publisher, count)
     reader.join()
     elapsed = time.perf_counter() - started
     close(publisher)
+    return finish(consumer, got[0], count, elapsed)
+
+
+def push_pull_processes(count: int, fmt: str, send: Callable[[Any, int], None]) -> float:
+    """Two processes: a child (this script, `--child`) sends, this process consumes."""
+    port = free_port()
+    consumer = Consumer.from_config(config(port, "pull", fmt, True))
+    args = [sys.executable, __file__, "--child", str(port), fmt, send.__name__, str(count)]
+    child = subprocess.Popen(args, stdin=subprocess.PIPE, text=True)
+    assert child.stdin is not None
+    try:
+        warm_up(consumer)  # the child connected and sent its warm-up message
+        started = time.perf_counter()
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        got = drain(consumer, count)
+        elapsed = time.perf_counter() - started
+    finally:
+        child.stdin.close()  # the child closes its publisher and exits
+        child.wait(timeout=60)
+    return finish(consumer, got, count, elapsed)
+
+
+def child_publisher(port: int, fmt: str, send_name: str, count: int) -> None:
+    """The `--child` side: connect, send the warm-up, wait for "go", send, wait for EOF."""
+    publisher = Publisher.from_config(config(port, "push", fmt, False))
+    publisher.send(Message(b"warm-up", META))
+    if sys.stdin.readline().strip() == "go":
+        SENDERS[send_name](publisher, count)
+    sys.stdin.read()  # the parent has received everything: queued frames are delivered
+    close(publisher)
+
+
+def warm_up(consumer: Any) -> None:
+    assert len(consumer.poll(max=1, timeout_ms=10_000)) == 1
+    consumer.commit()
+
+
+def drain(consumer: Any, count: int) -> int:
+    got, deadline = 0, time.monotonic() + 120
+    while got < count and time.monotonic() < deadline:
+        batch = consumer.poll(max=500, timeout_ms=1000)
+        for message in batch:
+            _ = message.payload
+        got += len(batch)
+        consumer.commit()
+    return got
+
+
+def finish(consumer: Any, got: int, count: int, elapsed: float) -> float:
     consumer.close()
-    if got[0] < count:
-        sys.exit(f"got {got[0]} of {count}")
+    if got < count:
+        sys.exit(f"got {got} of {count}")
     return count / elapsed
 
 
@@ -110,13 +162,25 @@ def req_rep(count: int) -> float:
     return count / elapsed
 
 
-SCENARIOS = {
-    "batch-json": (lambda n: push_pull(n, "json", send_batches), 200_000),
-    "batch-framed": (lambda n: push_pull(n, "raw_framed", send_batches), 200_000),
-    "send-json": (lambda n: push_pull(n, "json", send_one_by_one), 30_000),
-    "send-framed": (lambda n: push_pull(n, "raw_framed", send_one_by_one), 30_000),
-    "req-rep": (req_rep, 3_000),
-}
+SENDERS = {"send_batches": send_batches, "send_one_by_one": send_one_by_one}
+
+
+def scenarios(processes: bool) -> dict[str, Any]:
+    run = push_pull_processes if processes else push_pull
+    return {
+        "batch-json": (lambda n: run(n, "json", send_batches), 200_000),
+        "batch-framed": (lambda n: run(n, "raw_framed", send_batches), 200_000),
+        "send-json": (lambda n: run(n, "json", send_one_by_one), 30_000),
+        "send-framed": (lambda n: run(n, "raw_framed", send_one_by_one), 30_000),
+        "req-rep": (req_rep, 3_000),
+    }
+
 
 if __name__ == "__main__":
-    run_scenarios(__doc__, SCENARIOS)
+    if sys.argv[1:2] == ["--child"]:
+        child_publisher(int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5]))
+        sys.exit()
+    processes = "--processes" in sys.argv
+    if processes:
+        sys.argv.remove("--processes")  # the harness parses the rest
+    run_scenarios(__doc__, scenarios(processes))

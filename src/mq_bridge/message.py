@@ -28,6 +28,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from itertools import repeat
 from typing import Any
 
 try:
@@ -42,9 +43,12 @@ __all__ = [
     "dump_json",
     "fields_of",
     "messages_from_envelopes",
+    "messages_with_new_ids",
     "new_message_id",
+    "new_message_ids",
     "normalize_message_id",
     "uuid7_generator",
+    "uuid7_generators",
 ]
 
 _ID_NAMESPACE = uuid.UUID("6f1d7c52-3b8e-4e0a-9d7a-2f4b8c1e5a90")
@@ -58,10 +62,21 @@ def uuid7_generator(clock_ns: Callable[[], int] = time.time_ns) -> Callable[[], 
     Within one millisecond the 12-bit ``rand_a`` field counts up from a random start
     (RFC 9562, method 1); when it would overflow, or the clock steps back, the timestamp
     moves one millisecond ahead instead, so the ids one generator makes always sort in
-    creation order. (State lives in closure cells: cheaper to reach than globals.)
+    creation order.
     """
+    return uuid7_generators(clock_ns)[0]
+
+
+def uuid7_generators(
+    clock_ns: Callable[[], int] = time.time_ns,
+) -> tuple[Callable[[], int], Callable[[int], list[int]]]:
+    """`uuid7_generator`'s function, and one making `count` ids at once from the same
+    state, in creation order too: the clock is read once, and the ids that fit in that
+    millisecond's sequence are made by C-level builtins (~40% fewer instructions an id
+    than a call each). State lives in closure cells: cheaper to reach than globals."""
     getrandbits = random.Random(random.SystemRandom().getrandbits(64)).getrandbits
     last_ms = sequence = prefix = 0  # prefix: everything but rand_b
+    step = 1 << 64  # one more in rand_a
 
     def new_id() -> int:
         nonlocal last_ms, sequence, prefix
@@ -72,18 +87,32 @@ def uuid7_generator(clock_ns: Callable[[], int] = time.time_ns) -> Callable[[], 
             prefix = (now_ms << 80) | _VERSION_AND_VARIANT | (sequence << 64)
         elif sequence < 0xFFF:
             sequence += 1
-            prefix += 1 << 64
+            prefix += step
         else:
             last_ms += 1
             sequence = 0
             prefix = (last_ms << 80) | _VERSION_AND_VARIANT
         return prefix | getrandbits(62)
 
-    return new_id
+    def new_ids(count: int) -> list[int]:
+        nonlocal sequence, prefix
+        if count < 1:
+            return []
+        ids = [new_id()]  # reads the clock; `prefix` now holds this id's rand_a
+        room = min(count - 1, 0xFFF - sequence)  # the rest of this millisecond's sequence
+        prefixes = range(prefix + step, prefix + (room + 1) * step, step)
+        ids += map(operator.or_, prefixes, map(getrandbits, repeat(62, room)))
+        sequence += room
+        prefix += room * step
+        ids += [new_id() for _ in range(count - 1 - room)]  # the millisecond ran out
+        return ids
+
+    return new_id, new_ids
 
 
-#: The process's id generator: `new_message_id()` is a new UUIDv7 as a 128-bit integer.
-new_message_id = uuid7_generator()
+#: The process's id generator: `new_message_id()` is a new UUIDv7 as a 128-bit integer;
+#: `new_message_ids(count)` is a list of `count` of them.
+new_message_id, new_message_ids = uuid7_generators()
 
 
 def normalize_message_id(value: str | int | uuid.UUID) -> int:
@@ -273,14 +302,17 @@ class Message:
 fields_of = operator.attrgetter("_metadata", "_payload", "_id")
 
 
-def messages_from_envelopes(envelopes: list[Any]) -> list[Message]:
+def messages_from_envelopes(
+    envelopes: list[Any], reserved_prefix: str | None = None
+) -> list[Message]:
     """Messages from decoded JSON envelopes, mq-bridge's canonical text form of a message:
     ``{"message_id": "<uuid>", "payload": "<text>", "metadata": {...}}``.
 
     The trusted door for codecs that carry this envelope (the `file` endpoint's `normal`
     and `text` formats): it takes only the common case — text payload, UUID id, string
     metadata — and raises (`KeyError`, `ValueError`, `TypeError`, `AttributeError`) on
-    anything else, so the caller falls back to its general path for the whole batch.
+    anything else, so the caller falls back to its general path for the whole batch. A
+    metadata key starting with `reserved_prefix` (if given) counts as anything else.
 
     It is the read path's hot spot, hence no per-message calls: messages are built in
     place, and an envelope whose metadata equals the previous one's shares that dict
@@ -304,11 +336,33 @@ def messages_from_envelopes(envelopes: list[Any]) -> list[Message]:
             for value in metadata.values():
                 if type(value) is not str:
                     raise TypeError("`metadata` must be an object of strings")
+            if reserved_prefix and any(key.startswith(reserved_prefix) for key in metadata):
+                raise ValueError(f"a metadata key starts with {reserved_prefix!r}")
             shared = metadata
         message = new(Message)
         message._payload = envelope["payload"].encode()
         message._metadata = metadata
         message._id = int(digits, 16)
+        append(message)
+    return messages
+
+
+def messages_with_new_ids(payloads: list[bytes], metadata: dict[str, str]) -> list[Message]:
+    """A message of each of `payloads`, all with `metadata` and each with a new id.
+
+    The trusted door for codecs whose wire carries no id (ZeroMQ's `raw` and `raw_framed`
+    frames), under `Message.trusted`'s terms: ``bytes`` payloads, and a metadata dict that
+    nobody changes (it is shared by all the messages). No call per message: the ids come
+    from `new_message_ids`.
+    """
+    messages: list[Message] = []
+    append = messages.append
+    new = object.__new__
+    for payload, id_value in zip(payloads, new_message_ids(len(payloads))):
+        message = new(Message)
+        message._payload = payload
+        message._metadata = metadata
+        message._id = id_value
         append(message)
     return messages
 

@@ -76,3 +76,40 @@ def test_json_round_trips_and_big_integers_serialize_exactly():
     }
     with pytest.raises(ValueError, match="not JSON-serializable"):
         Message.from_json({"x": object()})
+
+
+def test_ids_made_in_bulk_continue_the_same_ordered_sequence():
+    from mq_bridge.message import uuid7_generators
+
+    frozen_one, frozen_many = uuid7_generators(lambda: 1_700_000_000_000 * 1_000_000)
+    ids = [frozen_one(), *frozen_many(3000), frozen_one(), *frozen_many(3000), *frozen_many(0)]
+    assert len(ids) == 6002 and len(set(ids)) == 6002  # past 4096 in one millisecond
+    assert ids == sorted(ids)
+    assert all(uuid.UUID(int=value).version == 7 for value in ids)
+    assert all(uuid.UUID(int=value).variant == uuid.RFC_4122 for value in ids)
+    live_one, live_many = uuid7_generators()
+    made = [*live_many(5), live_one(), *live_many(1)]
+    assert made == sorted(made) and len(set(made)) == 7
+
+
+def test_messages_with_new_ids_share_the_metadata_and_get_ids():
+    from mq_bridge.message import messages_with_new_ids
+
+    metadata = {"k": "v"}
+    made = messages_with_new_ids([b"a", b"b"], metadata)
+    assert [(m.payload, m.metadata) for m in made] == [(b"a", metadata), (b"b", metadata)]
+    assert made[0].metadata_view is made[1].metadata_view is metadata
+    assert made[0].id is not None and made[0].id_int < made[1].id_int
+    assert messages_with_new_ids([], metadata) == []
+
+
+def test_messages_from_envelopes_refuses_a_reserved_metadata_prefix():
+    from mq_bridge.message import messages_from_envelopes
+
+    envelope = {"message_id": str(uuid.UUID(int=5)), "payload": "p", "metadata": {"x.y": "1"}}
+    (message,) = messages_from_envelopes([envelope], "mqb.")
+    assert message.metadata == {"x.y": "1"} and message.id_int == 5
+    reserved = {**envelope, "metadata": {"mqb.src.topic": "t"}}
+    with pytest.raises(ValueError, match="mqb"):
+        messages_from_envelopes([envelope, reserved], "mqb.")
+    assert messages_from_envelopes([reserved])[0].metadata == {"mqb.src.topic": "t"}

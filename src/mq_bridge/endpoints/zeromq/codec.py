@@ -33,12 +33,13 @@ from typing import Any
 import orjson
 
 from mq_bridge.endpoints.kit.source_metadata import SOURCE_PREFIX, drop_source_keys
-from mq_bridge.endpoints.kit.wire import json_uuid
+from mq_bridge.endpoints.zeromq.envelopes import encode_envelopes
 from mq_bridge.message import (
     NO_METADATA,
     Message,
     fields_of,
     messages_from_envelopes,
+    messages_with_new_ids,
     new_message_id,
 )
 
@@ -47,36 +48,11 @@ __all__ = [
     "MetadataCache",
     "decode",
     "decode_envelopes",
+    "decode_many",
     "encode_envelopes",
     "encode_framed",
     "encode_message",
 ]
-
-
-def encode_envelopes(messages: Sequence[Message]) -> bytes:
-    """One frame holding `messages` as a JSON array of envelopes (``mqb.src.*`` dropped).
-
-    The hot path of every `json` send: no call per message beyond the payload's decode,
-    and the metadata of consecutive messages that share one dict is cleaned once.
-    """
-    envelopes: list[dict[str, Any]] = []
-    append = envelopes.append
-    last_metadata: dict[str, str] | None = None
-    clean: dict[str, str] = NO_METADATA
-    for message in messages:
-        metadata, payload, id_value = fields_of(message)
-        message_id = json_uuid(message.id_int if id_value is None else id_value)
-        try:
-            text: str | list[int] = payload.decode()
-        except UnicodeDecodeError:
-            text = list(payload)
-        if not metadata:
-            append({"message_id": message_id, "payload": text})
-            continue
-        if metadata is not last_metadata:
-            last_metadata, clean = metadata, drop_source_keys(metadata)
-        append({"message_id": message_id, "payload": text, "metadata": clean})
-    return orjson.dumps(envelopes)
 
 
 def encode_message(message: Message, fmt: str) -> list[bytes]:
@@ -138,6 +114,39 @@ def decode(frames: Sequence[bytes], fmt: str, cache: MetadataCache | None = None
     return decode_envelopes(last)
 
 
+def decode_many(
+    received: Sequence[Sequence[bytes]], fmt: str, cache: MetadataCache
+) -> tuple[list[Message], list[str]]:
+    """The messages of several ZeroMQ messages, as `decode` of each would give them, and
+    the problems it would report.
+
+    The hot path of `raw` and `raw_framed` reading, where each ZeroMQ message is one
+    message: consecutive messages whose metadata frame is the cached one are built
+    together (`messages_with_new_ids`), without a `decode` call each.
+    """
+    if fmt == "raw":
+        return messages_with_new_ids(
+            [bytes(frames[-1]) for frames in received if frames], NO_METADATA
+        ), []
+    messages: list[Message] = []
+    problems: list[str] = []
+    run: list[bytes] = []  # payloads whose metadata frame is `cache.frame`
+    for frames in received:
+        if fmt == "raw_framed" and len(frames) >= 2 and frames[-2] == cache.frame:
+            run.append(bytes(frames[-1]))
+            continue
+        if run:  # before `decode`, which may change the cache
+            messages += messages_with_new_ids(run, cache.metadata)
+            run = []
+        decoded = decode(frames, fmt, cache)
+        messages += decoded.messages
+        if decoded.problem is not None:
+            problems.append(decoded.problem)
+    if run:
+        messages += messages_with_new_ids(run, cache.metadata)
+    return messages, problems
+
+
 def decode_envelopes(frame: bytes) -> Decoded:
     """The messages of a `json` frame; a frame that is not an envelope is a raw message."""
     if frame[:1] not in (b"[", b"{"):
@@ -162,17 +171,9 @@ def _common_envelopes(items: list[Any]) -> list[Message] | None:
     """The common case in one pass (text payloads, UUID ids, string metadata without
     ``mqb.src.*``), or None for the general path."""
     try:
-        messages = messages_from_envelopes(items)
+        return messages_from_envelopes(items, SOURCE_PREFIX)
     except (KeyError, ValueError, TypeError, AttributeError):
         return None
-    checked: dict[str, str] | None = None
-    for message in messages:
-        metadata = message.metadata_view
-        if metadata is not checked and metadata:
-            if any(key.startswith(SOURCE_PREFIX) for key in metadata):
-                return None
-            checked = metadata
-    return messages
 
 
 def _decode_framed(metadata_frame: bytes, payload: bytes) -> Decoded:

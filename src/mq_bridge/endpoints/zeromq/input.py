@@ -20,7 +20,12 @@ from typing import Any
 from mq_bridge.endpoints.base import Batch, BuildContext, EndpointStatus, InputEndpoint
 from mq_bridge.endpoints.kit.replies import ReplyWaiter
 from mq_bridge.endpoints.kit.source_metadata import with_source
-from mq_bridge.endpoints.zeromq.codec import MetadataCache, decode, encode_envelopes
+from mq_bridge.endpoints.zeromq.codec import (
+    MetadataCache,
+    decode,
+    decode_many,
+    encode_envelopes,
+)
 from mq_bridge.endpoints.zeromq.options import ZeroMqOptions
 from mq_bridge.endpoints.zeromq.sockets import FrameIO, Waker, open_socket, zmq_module
 from mq_bridge.errors import ClosedError, ConfigError, EndpointError
@@ -147,14 +152,22 @@ class ZeroMqInput(InputEndpoint):
 
     def _fill(self, max_messages: int) -> None:
         """Queue what the socket has without waiting, until `max_messages` are queued."""
-        again, socket, pending = self._zmq.Again, self._socket, self._pending
-        receive_now = self._io.receive_now
+        socket, pending, receive_many = self._socket, self._pending, self._io.receive_many
+        # A `json` ZeroMQ message may carry a whole batch: take those one at a time.
+        per_message = self._format != "json"
         while len(pending) < max_messages:
-            try:
-                frames = receive_now(socket)
-            except again:
-                return
-            self._read(frames)
+            limit = max_messages - len(pending) if per_message else 1
+            received = receive_many(socket, limit)
+            if self._socket_type == "rep" or self._context.source_metadata:
+                for frames in received:
+                    self._read(frames)
+            else:
+                messages, problems = decode_many(received, self._format, self._metadata_cache)
+                for problem in problems:
+                    log.warning("%s: %s; delivered as raw bytes", self.describe(), problem)
+                pending.extend(messages)
+            if len(received) < limit:
+                return  # the socket had no more
 
     def _top_up(self, max_messages: int) -> None:
         """While messages keep arriving, wait for a fuller batch: `FILL_IDLE` without one
@@ -163,14 +176,18 @@ class ZeroMqInput(InputEndpoint):
         end = time.monotonic() + FILL_MAX
         while len(self._pending) < max_messages and not self._interrupted:
             remaining = end - time.monotonic()
-            if remaining <= 0 or not self._socket.poll(FILL_IDLE_MS, self._zmq.POLLIN):
+            if remaining <= 0 or not self._io.readable(self._socket, FILL_IDLE_MS):
                 return
             self._fill(max_messages)
 
     def _pop(self, max_messages: int) -> list[Any]:
         with self._queue_lock:
             pending = self._pending
-            return [pending.popleft() for _ in range(min(max_messages, len(pending)))]
+            if len(pending) <= max_messages:  # the usual case: all of it, without a loop
+                taken = list(pending)
+                pending.clear()
+                return taken
+            return [pending.popleft() for _ in range(max_messages)]
 
     def _read(self, frames: list[bytes]) -> None:
         """Queue the messages of one ZeroMQ message."""

@@ -76,6 +76,8 @@ class ZeroMqOutput(OutputEndpoint):
             socket = self._ready()
             if self._format == "json":
                 self._put(socket, [encode_envelopes(messages)])
+            elif self._format == "raw_framed" and self._topic is None:
+                self._put_pairs(socket, encode_framed(messages))
             elif self._format == "raw_framed":
                 for frames in encode_framed(messages):
                     self._put(socket, frames)
@@ -125,18 +127,27 @@ class ZeroMqOutput(OutputEndpoint):
         return decoded.messages
 
     def _put(self, socket: Any, frames: list[bytes]) -> None:
-        zmq = self._zmq
         if self._topic is not None:
             frames = [self._topic, *frames]
         try:
             self._io.send(socket, frames)
-        except zmq.Again:
-            raise EndpointUnavailableError(
+        except self._zmq.ZMQError as error:
+            raise self._unavailable(error) from None
+
+    def _put_pairs(self, socket: Any, pairs: list[list[bytes]]) -> None:
+        """Send two-frame messages (no topic) in one loop: no call per message."""
+        try:
+            self._io.send_pairs(socket, pairs)
+        except self._zmq.ZMQError as error:
+            raise self._unavailable(error) from None
+
+    def _unavailable(self, error: Exception) -> EndpointUnavailableError:
+        if isinstance(error, self._zmq.Again):
+            return EndpointUnavailableError(
                 f"{self.describe()}: no peer took the message within "
                 f"{self._options.request_timeout:g} s (none connected, or its queue is full)"
-            ) from None
-        except zmq.ZMQError as error:
-            raise EndpointUnavailableError(f"{self.describe()}: send failed: {error}") from None
+            )
+        return EndpointUnavailableError(f"{self.describe()}: send failed: {error}")
 
     def _ready(self) -> Any:
         if self._socket is None:
