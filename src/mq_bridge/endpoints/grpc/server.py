@@ -16,21 +16,41 @@ from collections import deque
 from mq_bridge.endpoints.base import Batch, BuildContext, EndpointStatus, InputEndpoint
 from mq_bridge.endpoints.grpc.codec import ack_response, from_bridge, nack_response, reply_response
 from mq_bridge.endpoints.grpc.options import GrpcOptions
-from mq_bridge.endpoints.grpc.service import BridgeServer, Pending
+from mq_bridge.endpoints.grpc.pending import Pending, settle_all
+from mq_bridge.endpoints.grpc.service import BridgeServer
 from mq_bridge.endpoints.kit.connections import Lease, connection_key
 from mq_bridge.endpoints.kit.drivers import require_driver
-from mq_bridge.endpoints.kit.replies import ReplyWaiter
+from mq_bridge.endpoints.kit.replies import ReplyRegistry, ReplyWaiter
 from mq_bridge.errors import ClosedError, EndpointError
 from mq_bridge.message import Message
 
 __all__ = ["GrpcServerInput"]
 
-#: Messages published and not yet handed out, per input (then Publish calls wait).
+#: Messages published and not yet handed out, per input (then the server waits for room).
 QUEUE_LIMIT = 16 * 1024
 #: Filling a batch: a gap this long (s) between messages ends it, and it never waits
 #: longer than `FILL_MAX` (s) once it has a message.
 FILL_IDLE = 0.001
 FILL_MAX = 0.010
+
+
+class _ReplySlot(ReplyWaiter):
+    """Where the route's reply to a published message lands: nobody waits on it (`ack`
+    reads it once the route finished), so it needs no event of its own, per message."""
+
+    __slots__ = ()
+
+    def __init__(self, correlation_id: str, registry: ReplyRegistry) -> None:
+        self.correlation_id = correlation_id
+        self.reply = None
+        self.error = None
+        self._registry = registry
+
+    def complete(self, reply: Message) -> None:
+        self.reply = reply
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
 
 
 class GrpcServerInput(InputEndpoint):
@@ -72,11 +92,13 @@ class GrpcServerInput(InputEndpoint):
         """The port the server listens on (useful with port 0)."""
         return self._lease.connection.port if self._lease is not None else None
 
+    def full(self) -> bool:
+        """(Called by the server.) Whether the queue is at its limit (and still open)."""
+        return len(self._queue) >= QUEUE_LIMIT and not self._closed
+
     def offer(self, pending: Pending) -> bool:
-        """(Called by the server's handler threads.) Queue a published message."""
+        """(Called by the server.) Queue a published message; False once closed."""
         with self._ready:
-            while len(self._queue) >= QUEUE_LIMIT and not self._closed:
-                self._ready.wait(0.5)
             if self._closed:
                 return False
             self._queue.append(pending)
@@ -103,7 +125,6 @@ class GrpcServerInput(InputEndpoint):
                 self._top_up(max_messages)
             count = min(max_messages, len(self._queue))
             taken = [self._queue.popleft() for _ in range(count)]
-            self._ready.notify_all()  # publishers waiting for room
         return self._hand_out(taken)
 
     def _top_up(self, max_messages: int) -> None:
@@ -132,24 +153,28 @@ class GrpcServerInput(InputEndpoint):
                 correlation_id = f"{message.id_int:032x}"
                 message = message.with_metadata(correlation_id=correlation_id)
             messages.append(message)
-            waiters.append(replies.expect(correlation_id))
+            waiters.append(replies.register(_ReplySlot(correlation_id, replies)))
         return Batch(messages, (taken, waiters))
 
     def ack(self, batch: Batch) -> None:
         taken, waiters = batch.token
+        answers = []
         for pending, waiter in zip(taken, waiters, strict=True):
             self._context.replies.forget(waiter)
             request_id = pending.bridge.id
             reply = waiter.reply
-            pending.settle(
+            answer = (
                 ack_response(request_id) if reply is None else reply_response(request_id, reply)
             )
+            answers.append((pending, answer))
+        settle_all(answers)  # one wake-up of the server for the batch
 
     def nack(self, batch: Batch) -> None:
         taken, waiters = batch.token
-        for pending, waiter in zip(taken, waiters, strict=True):
+        for waiter in waiters:
             self._context.replies.forget(waiter)
-            pending.settle(nack_response(pending.bridge.id, "Downstream processing failed"))
+        reason = "Downstream processing failed"
+        settle_all([(pending, nack_response(pending.bridge.id, reason)) for pending in taken])
 
     def interrupt(self) -> None:
         with self._ready:
@@ -174,8 +199,7 @@ class GrpcServerInput(InputEndpoint):
             self._queue.clear()
             self._ready.notify_all()
             lease, self._lease = self._lease, None
-        for pending in left:
-            pending.settle(nack_response(pending.bridge.id, "Internal queue closed"))
+        settle_all([(p, nack_response(p.bridge.id, "Internal queue closed")) for p in left])
         if lease is not None:
             lease.connection.unregister(self._topic, self)
             lease.release()
