@@ -40,8 +40,16 @@ def fill(config: dict, count: int) -> None:
 
 
 def drain(config: dict, count: int, timeout: float = 120.0) -> int:
-    """Read up to `count` messages (`poll(max=500)` + `commit()`); how many arrived."""
+    """Read up to `count` messages (`poll(max=500)` + `commit()`) with a consumer of
+    `config`; how many arrived."""
     consumer = Consumer.from_config(config)
+    seen = drain_consumer(consumer, count, timeout)
+    consumer.close()
+    return seen
+
+
+def drain_consumer(consumer: Consumer, count: int, timeout: float = 120.0) -> int:
+    """Read up to `count` messages from `consumer` (`poll(max=500)` + `commit()`)."""
     seen, deadline = 0, time.monotonic() + timeout
     while seen < count and time.monotonic() < deadline:
         batch = consumer.poll(max=500, timeout_ms=1000)
@@ -49,7 +57,6 @@ def drain(config: dict, count: int, timeout: float = 120.0) -> int:
             _ = message.payload
         seen += len(batch)
         consumer.commit()
-    consumer.close()
     return seen
 
 

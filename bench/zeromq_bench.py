@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness import close, run_scenarios
+from harness import close, drain_consumer, run_scenarios
 from mq_bridge import Consumer, Message, Publisher, Route
 
 DOC = {"order_id": 0, "customer": "c-000042", "sku": "SKU-7731-BLUE", "amount": 129.95, "n": 0}
@@ -67,7 +67,7 @@ def push_pull(count: int, fmt: str, send: Callable[[Any, int], None]) -> float:
     publisher.send(Message(b"warm-up", META))  # the connection is up before timing
     warm_up(consumer)
     got = [0]
-    reader = threading.Thread(target=lambda: got.__setitem__(0, drain(consumer, count)))
+    reader = threading.Thread(target=lambda: got.__setitem__(0, drain_consumer(consumer, count)))
     started = time.perf_counter()
     reader.start()
     send(publisher, count)
@@ -89,7 +89,7 @@ def push_pull_processes(count: int, fmt: str, send: Callable[[Any, int], None]) 
         started = time.perf_counter()
         child.stdin.write("go\n")
         child.stdin.flush()
-        got = drain(consumer, count)
+        got = drain_consumer(consumer, count)
         elapsed = time.perf_counter() - started
     finally:
         child.stdin.close()  # the child closes its publisher and exits
@@ -110,17 +110,6 @@ def child_publisher(port: int, fmt: str, send_name: str, count: int) -> None:
 def warm_up(consumer: Any) -> None:
     assert len(consumer.poll(max=1, timeout_ms=10_000)) == 1
     consumer.commit()
-
-
-def drain(consumer: Any, count: int) -> int:
-    got, deadline = 0, time.monotonic() + 120
-    while got < count and time.monotonic() < deadline:
-        batch = consumer.poll(max=500, timeout_ms=1000)
-        for message in batch:
-            _ = message.payload
-        got += len(batch)
-        consumer.commit()
-    return got
 
 
 def finish(consumer: Any, got: int, count: int, elapsed: float) -> float:
