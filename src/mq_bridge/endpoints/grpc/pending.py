@@ -25,10 +25,6 @@ class Pending:
         self.bridge = bridge
         self._future: asyncio.Future[Any] = loop.create_future()
 
-    def settle(self, response: Any) -> None:
-        """(Any thread.) Answer `response`; the first answer wins."""
-        settle_all(((self, response),))
-
     async def answer(self, timeout: float | None) -> Any:
         """(On the loop.) The answer, or a NACK once `timeout` s passed without one."""
         future = self._future
@@ -41,7 +37,8 @@ class Pending:
 
 
 def settle_all(answers: Sequence[tuple[Pending, Any]]) -> None:
-    """(Any thread.) Give each pending message its answer, waking the loop once."""
+    """(Any thread.) Give each pending message its answer, waking the loop once; the
+    first answer a message gets wins."""
     if not answers:
         return
     try:

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from itertools import repeat
 
 import orjson
 
@@ -33,6 +35,7 @@ __all__ = [
     "POSITION_NAMESPACE",
     "headers_for",
     "json_uuid",
+    "json_uuids",
     "message_from_wire",
     "position_id",
 ]
@@ -72,6 +75,18 @@ def _pick_json_uuid() -> Callable[[int], object]:
 #: slot, which orjson formats in C (~0.4 us a message, against ~1.1 us for the text made
 #: in Python), or that text itself where this Python's UUID does not allow it.
 json_uuid: Callable[[int], object] = _pick_json_uuid()
+
+
+def json_uuids(ids: Sequence[int]) -> list[object]:
+    """`json_uuid` of each of `ids`. Where it makes `uuid.UUID`s from their ``int`` slot,
+    they are made here the same way by C-level builtins (a third of the cost of a call per
+    id), for codecs that write a whole batch's ids at once."""
+    if json_uuid is not _uuid_of:
+        return list(map(json_uuid, ids))
+    made: list[object] = list(map(_new_object, repeat(_UUID, len(ids))))
+    deque(map(_set_slot, made, repeat("int"), ids), maxlen=0)
+    return made
+
 
 MESSAGE_ID_HEADER = "mq_bridge.message_id"
 #: Ids made from source positions (`position_id`; sqlx derives its row ids from it). Never

@@ -8,8 +8,6 @@
 
 from __future__ import annotations
 
-import uuid
-from collections import deque
 from collections.abc import Sequence
 from itertools import repeat
 from typing import Any
@@ -17,7 +15,7 @@ from typing import Any
 import orjson
 
 from mq_bridge.endpoints.kit.source_metadata import drop_source_keys
-from mq_bridge.endpoints.kit.wire import json_uuid
+from mq_bridge.endpoints.kit.wire import json_uuid, json_uuids
 from mq_bridge.message import NO_METADATA, Message, fields_of
 
 __all__ = ["encode_envelopes"]
@@ -46,7 +44,7 @@ def encode_envelopes(messages: Sequence[Message]) -> bytes:
     if None in ids:  # not travelled yet: `id_int` gives them theirs
         ids = tuple(message.id_int for message in messages)
     # Canonical UUID texts hold no comma: one dumps for all, split into '"<uuid>"' items.
-    id_items = orjson.dumps(_json_uuids(ids))[1:-1].split(b",")
+    id_items = orjson.dumps(json_uuids(ids))[1:-1].split(b",")
     text_items = map(orjson.dumps, texts)  # each formatted at once: few alive at a time
     if not first:  # no metadata: the key is left out
         envelopes = map(_BARE_ENVELOPE.__mod__, zip(id_items, text_items))
@@ -61,22 +59,6 @@ def encode_envelopes(messages: Sequence[Message]) -> bytes:
 _BATCH_PATH_FROM = 32
 _ENVELOPE = b'{"message_id":%b,"payload":%b,"metadata":%b}'
 _BARE_ENVELOPE = b'{"message_id":%b,"payload":%b}'
-
-
-def _json_uuids(ids: Sequence[int]) -> list[object]:
-    """`json_uuid` of each id. Where it makes `uuid.UUID`s from their ``int`` slot (see
-    `mq_bridge.endpoints.kit.wire`), they are made here the same way, by C-level builtins
-    (a third of the cost of a call per id)."""
-    if not _UUID_FROM_SLOT:
-        return list(map(json_uuid, ids))
-    made: list[object] = list(map(_new_object, repeat(uuid.UUID, len(ids))))
-    deque(map(_set_slot, made, repeat("int"), ids), maxlen=0)
-    return made
-
-
-_UUID_FROM_SLOT = type(json_uuid(0)) is uuid.UUID
-_new_object = object.__new__
-_set_slot = object.__setattr__
 
 
 def _encode_each(messages: Sequence[Message]) -> bytes:
