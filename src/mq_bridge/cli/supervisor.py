@@ -4,10 +4,16 @@ The first SIGINT (Ctrl-C) or SIGTERM asks every route to stop: each stops taking
 messages, finishes and acknowledges the batches in flight, and closes its endpoints; then
 the command exits 0. A second signal quits at once (exit 130; the messages that were in
 flight are not acknowledged, so an at-least-once input delivers them again).
+
+"At once" is `os._exit`: unwinding would wait for the route threads (a handler may be
+blocked in a call that never returns) and then for the routes' own exit hook, which gives
+them up to ten more seconds to close. Nothing is lost by skipping both: a send that returned
+is already durable, and what was in flight was not acknowledged.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -24,6 +30,7 @@ __all__ = ["RouteFailedError", "supervise"]
 
 _WATCH_SECONDS = 0.1
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_INTERRUPTED_EXIT = 130
 
 
 class RouteFailedError(MQBridgeError):
@@ -114,16 +121,16 @@ def _describe(error: BaseException) -> str:
 
 @contextmanager
 def _stop_on_signals(stopping: threading.Event) -> Iterator[None]:
-    """SIGINT/SIGTERM set `stopping` once; a second one raises KeyboardInterrupt."""
+    """SIGINT/SIGTERM set `stopping` once; a second one ends the process (exit 130)."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signals are only delivered to the main thread; nothing to install
         return
 
     def on_signal(number: int, frame: FrameType | None) -> None:
-        if stopping.is_set():
-            raise KeyboardInterrupt
-        stopping.set()
         name = signal.Signals(number).name
+        if stopping.is_set():
+            _quit_at_once(name)
+        stopping.set()
         print(
             f"\nmq-bridge: {name}: finishing the messages in flight "
             "(send it again to quit at once)",
@@ -137,3 +144,14 @@ def _stop_on_signals(stopping: threading.Event) -> Iterator[None]:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+def _quit_at_once(signal_name: str) -> None:
+    """The second stop signal: say so, flush what was printed, and exit without waiting."""
+    try:
+        print(f"mq-bridge: {signal_name} again: quitting now", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed or broken stream must not delay the exit
+        pass
+    os._exit(_INTERRUPTED_EXIT)
