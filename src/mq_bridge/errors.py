@@ -19,11 +19,15 @@ request errors, so ``except RuntimeError:`` code written for it keeps working; d
 errors are `ValueError` and wrong argument types `TypeError`, as there.
 
 Every error has a ``retriable`` class attribute; retry loops ask it instead of listing
-types. Exceptions that are not ours count as not retriable.
+types. Exceptions that are not ours count as not retriable, except the ones that say a
+resource is away for now: a `ConnectionError` (refused, reset, broken pipe) and an
+`OSError` for a full disk or an I/O error (ENOSPC, EDQUOT, EIO). Those are back-pressure:
+retried, never acknowledged and never dead-lettered.
 """
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Mapping, Sequence
 
 __all__ = [
@@ -113,6 +117,16 @@ class NonRetryableError(Exception):
     retriable = False
 
 
+#: OSError numbers that mean "not now": the disk is full or failed an I/O; space may be freed.
+TRANSIENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
+
+
 def is_retriable(error: BaseException) -> bool:
-    """Whether retrying may help: the error's ``retriable`` attribute, else False."""
-    return bool(getattr(error, "retriable", False))
+    """Whether retrying may help: the error's ``retriable`` attribute when it has one; else
+    True for a `ConnectionError` or an `OSError` in `TRANSIENT_ERRNOS`, False otherwise."""
+    flag = getattr(error, "retriable", None)
+    if flag is not None:
+        return bool(flag)
+    if isinstance(error, ConnectionError):
+        return True
+    return isinstance(error, OSError) and error.errno in TRANSIENT_ERRNOS

@@ -30,10 +30,11 @@ from mq_bridge.runtime.connect import connect_all
 from mq_bridge.runtime.constructors import FromConfig
 from mq_bridge.runtime.delivery import Deliverer
 from mq_bridge.runtime.factory import build_input, build_output, new_context
+from mq_bridge.runtime.failures import FailurePolicy
 from mq_bridge.runtime.gc_policy import GcPolicy
 from mq_bridge.runtime.handler import Handler, HandlerStage, KindDispatcher
 from mq_bridge.runtime.knobs import RuntimeKnobs, read_knobs
-from mq_bridge.runtime.route_runner import RouteRunner, RunnerSettings
+from mq_bridge.runtime.route_runner import RouteRunner, RunnerSettings, route_backoff
 
 if TYPE_CHECKING:
     from mq_bridge.config.route_options import RouteOptions
@@ -138,6 +139,30 @@ class Route(FromConfig):
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def status(self) -> dict[str, Any]:
+        """A snapshot: ``healthy`` (False while the input cannot read or the output cannot
+        deliver, e.g. a broker is away or a message keeps failing), ``error`` (why, or
+        None), ``running``, and each endpoint's own `status()` under ``input``/``output``."""
+        from mq_bridge.observability.counters import route_counters
+
+        counters = route_counters(self.name)
+        running = self.running
+        snapshot: dict[str, Any] = {
+            "name": self.name,
+            "running": running,
+            "healthy": running and counters.healthy,
+            "error": counters.health_reason if running else "not running",
+        }
+        if self._endpoints is not None and running:
+            source, output = self._endpoints
+            sides: dict[str, InputEndpoint | OutputEndpoint] = {"input": source, "output": output}
+            for side, endpoint in sides.items():
+                try:
+                    snapshot[side] = endpoint.status().as_dict()
+                except Exception as error:  # a status must never raise for a live route
+                    snapshot[side] = {"healthy": False, "error": repr(error)}
+        return snapshot
+
     def __enter__(self) -> Route:
         self.start()
         return self
@@ -172,12 +197,18 @@ class Route(FromConfig):
         around = None if handler is None else (lambda ep: HandlerStage(ep, handler, may_await))
         source = build_input(config["input"], context)
         output = build_output(config.get("output") or {"null": None}, context, around)
-        connect_all([source, output], options.startup_timeout_ms / 1000, self.name)
+        connect_all([source, output], options.startup_timeout_ms / 1000, self.name, self._stopping)
         self._endpoints = (source, output)
         reconnect = options.reconnect_interval_ms / 1000
         settings = _settings(options, knobs, self.name, reconnect)
+        policy = FailurePolicy(source.redelivers, options.on_error, self._stopping)
         deliverer = Deliverer(
-            output, self._stopping, self.name, max_backoff=reconnect, replies=context.replies
+            output,
+            self._stopping,
+            self.name,
+            route_backoff(reconnect),
+            policy,
+            replies=context.replies,
         )
         gc_policy = GcPolicy(knobs.gc_mode, knobs.gc_threshold)
         return RouteRunner(source, deliverer, settings, self._stopping, gc_policy)

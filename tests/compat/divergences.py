@@ -53,4 +53,5 @@ DIVERGENCES: dict[tuple[str, str], tuple[str, Check]] = {
     ("schema_shape", "root"): ("the root accepts more document shapes", None),
     ("schema_shape", "FileConfig properties"): ("more file options", _superset),
     ("schema_shape", "MemoryConfig properties"): ("send_timeout_ms", _superset),
+    ("schema_shape", "Route properties"): ("the route option on_error", _superset),
 }

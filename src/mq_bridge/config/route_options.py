@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from mq_bridge.config.declarations import MAX_MILLISECONDS, Options
@@ -34,19 +36,30 @@ class RouteOptions(Options):
         5000,
         ge=0,
         le=MAX_MILLISECONDS,
-        description="How long start() waits for the endpoints to connect.",
+        description="How long start() waits for the endpoints to connect; a server that "
+        "refuses connections meanwhile is tried again with backoff until then.",
     )
     reconnect_interval_ms: int = Field(
         5000,
         ge=0,
         le=MAX_MILLISECONDS,
-        description="Wait before reconnecting after a transient failure.",
+        description="The longest wait between two attempts while an output is unreachable, "
+        "an input reconnects or a message is retried (the backoff grows from 10 ms to this).",
     )
     empty_batch_delay_ms: int = Field(
         10,
         ge=0,
         le=MAX_MILLISECONDS,
         description="Pause after an empty receive, against hot polling.",
+    )
+    on_error: Literal["redeliver", "drop"] = Field(
+        "redeliver",
+        description="What happens to a message whose handler raised (anything but "
+        "NonRetryableError, which is always dead-lettered or dropped) or that the output "
+        "refused: 'redeliver' keeps it unacknowledged and tries it again with backoff while "
+        "the route reports itself unhealthy (a source that cannot redeliver drops it); "
+        "'drop' acknowledges it, counted and logged. A dlq middleware takes it first "
+        "either way. See docs/delivery.md.",
     )
     allow_fault_injection: bool = Field(
         False, description="Allow fault-injection middleware such as random_panic."

@@ -628,7 +628,8 @@ class MemoryConfig(TypedDict, total=False):
     request_timeout_ms: int
     #: Input: a broadcast subscriber instead of a queue reader.
     subscribe_mode: bool
-    #: Accepted for compatibility: nack always requeues here.
+    #: Input: a message whose handler failed (without a NonRetryableError) is redelivered with
+    #: backoff; without it, dropped and counted (a stopping route's nack requeues either way).
     enable_nack: bool
     #: Output: the longest wait for room in a full topic.
     send_timeout_ms: int
@@ -1033,12 +1034,20 @@ class Route(_RouteRequired, total=False):
     #: Most batch commits queued or running at once; at the limit the route stops reading until one
     #: finishes.
     commit_concurrency_limit: int
-    #: How long start() waits for the endpoints to connect.
+    #: How long start() waits for the endpoints to connect; a server that refuses connections
+    #: meanwhile is tried again with backoff until then.
     startup_timeout_ms: int
-    #: Wait before reconnecting after a transient failure.
+    #: The longest wait between two attempts while an output is unreachable, an input reconnects or
+    #: a message is retried (the backoff grows from 10 ms to this).
     reconnect_interval_ms: int
     #: Pause after an empty receive, against hot polling.
     empty_batch_delay_ms: int
+    #: What happens to a message whose handler raised (anything but NonRetryableError, which is
+    #: always dead-lettered or dropped) or that the output refused: 'redeliver' keeps it
+    #: unacknowledged and tries it again with backoff while the route reports itself unhealthy (a
+    #: source that cannot redeliver drops it); 'drop' acknowledges it, counted and logged. A dlq
+    #: middleware takes it first either way. See docs/delivery.md.
+    on_error: Literal["redeliver", "drop"]
     #: Allow fault-injection middleware such as random_panic.
     allow_fault_injection: bool
     #: What the route is for, for people reading it.

@@ -146,6 +146,11 @@ class InputEndpoint:
 
     #: Acks may come in any order (per-message ack transports: AMQP, NATS, MQTT).
     acks_in_any_order: ClassVar[bool] = False
+    #: A nacked (or never acknowledged) message comes back: a queue, a log, a durable
+    #: consumer. False where it cannot (a live subscriber, an http request, memory without
+    #: `enable_nack`): a route then drops a message that failed without a decision instead
+    #: of retrying it (docs/delivery.md, "When a handler fails").
+    redelivers: bool = True
 
     def connect(self) -> None:
         """Open connections. Raise here (not later) when the config or server is wrong."""

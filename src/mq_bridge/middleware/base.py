@@ -43,6 +43,10 @@ class InputMiddleware(InputEndpoint):
     def acks_in_any_order(self) -> bool:  # type: ignore[override]
         return self.inner.acks_in_any_order
 
+    @property
+    def redelivers(self) -> bool:  # type: ignore[override]
+        return self.inner.redelivers
+
     def connect(self) -> None:
         self.inner.connect()
 

@@ -16,25 +16,32 @@ Options::
       multiplier: 2.0           # wait grows by this factor after each attempt
       jitter: 0.2               # each wait is shortened by up to this fraction, at random
 
-Jitter spreads out the retries of many routes that failed at the same moment (a broker
-restart), so they do not all hit the server again in lock-step.
+The waits come from the project's one backoff (`mq_bridge.endpoints.kit.backoff.Backoff`),
+the same the runtime uses while an output is unreachable.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping, Sequence
 
 from pydantic import Field, model_validator
 
 from mq_bridge.config.declarations import MAX_MILLISECONDS, Options
 from mq_bridge.endpoints.base import BuildContext, OutputEndpoint
+from mq_bridge.endpoints.kit.backoff import Backoff
 from mq_bridge.errors import ConfigError, MQBridgeError, SendError, is_retriable
 from mq_bridge.message import Message
 from mq_bridge.middleware._sleep import WakeableSleep
 from mq_bridge.middleware.base import OutputMiddleware
 
-__all__ = ["OPTIONS", "RetriesExhaustedError", "RetryOptions", "RetryOutput", "wrap_output"]
+__all__ = [
+    "OPTIONS",
+    "Backoff",  # re-exported: it lives in the kit, shared with the runtime
+    "RetriesExhaustedError",
+    "RetryOptions",
+    "RetryOutput",
+    "wrap_output",
+]
 
 
 class RetryOptions(Options):
@@ -92,33 +99,6 @@ class RetriesExhaustedError(MQBridgeError):
         super().__init__(f"gave up after {attempts} attempt(s): {last_error!r}")
         self.attempts = attempts
         self.last_error = last_error
-
-
-class Backoff:
-    """The wait before each retry: exponential, capped, with optional jitter."""
-
-    def __init__(
-        self,
-        initial: float,
-        maximum: float,
-        multiplier: float,
-        jitter: float,
-        rng: random.Random | None = None,
-    ) -> None:
-        self.initial = initial
-        self.maximum = maximum
-        self.multiplier = multiplier
-        self.jitter = jitter
-        self._rng = rng or random.Random()
-
-    def delay(self, retry_number: int) -> float:
-        """Seconds to wait before retry `retry_number` (1 for the second attempt)."""
-        try:
-            grown = self.initial * self.multiplier ** (retry_number - 1)
-        except OverflowError:  # past ~1000 retries the float overflows: it is capped anyway
-            grown = self.maximum
-        base = min(self.maximum, grown)
-        return base * (1.0 - self.jitter * self._rng.random())
 
 
 class RetryOutput(OutputMiddleware):

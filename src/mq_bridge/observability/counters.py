@@ -118,6 +118,8 @@ class RouteCounters:
         self._shared = CounterCell()  # rare events, and the cells of ended threads
         self._cells: list[tuple[threading.Thread | None, CounterCell]] = [(None, self._shared)]
         self.reconnects = {"input": 0, "output": 0}
+        #: side ("input" / "output") -> why it is unhealthy now; empty while all is well
+        self.problems: dict[str, str] = {}
         self.last_error: str | None = None
         self.last_error_at: float | None = None
         self.running = False
@@ -166,6 +168,26 @@ class RouteCounters:
             self.last_error = f"{type(error).__name__}: {error}"
             self.last_error_at = time.time()
 
+    def set_health(self, side: str, problem: str | None) -> None:
+        """`side` is unhealthy for `problem` (a broker away, a message failing), or well
+        again with None. Callers call it when the state changes, not per batch."""
+        with self._lock:
+            if problem is None:
+                self.problems.pop(side, None)
+            else:
+                self.problems[side] = problem
+
+    @property
+    def healthy(self) -> bool:
+        """False while the input cannot read or the output cannot deliver."""
+        return not self.problems
+
+    @property
+    def health_reason(self) -> str | None:
+        """Why the route is unhealthy (``"output: EndpointUnavailableError: ..."``), or None."""
+        problems = dict(self.problems)
+        return "; ".join(f"{side}: {problem}" for side, problem in problems.items()) or None
+
     def note_reconnect(self, side: str) -> None:
         with self._lock:
             self.reconnects[side] += 1
@@ -178,6 +200,8 @@ class RouteCounters:
         self.running = running
         if running:
             self.started_at = time.time()
+        with self._lock:
+            self.problems.clear()
 
     def endpoints(self) -> dict[str, Any]:
         """``side -> endpoint`` for the endpoints still alive."""

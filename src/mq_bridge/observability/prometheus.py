@@ -78,6 +78,12 @@ def _route_families(core: Any, routes: Sequence[RouteCounters]) -> Iterator[Any]
         labels=["route"],
     )
     up = core.GaugeMetricFamily("mq_bridge_route_up", "1 while the route runs.", labels=["route"])
+    healthy = core.GaugeMetricFamily(
+        "mq_bridge_route_healthy",
+        "1 while the route runs and delivers; 0 while its output holds messages it cannot "
+        "deliver (a broker away, a failing message) or its input reconnects.",
+        labels=["route"],
+    )
     handler = core.HistogramMetricFamily(
         "mq_bridge_route_handler_seconds",
         "Time the handler took over one batch.",
@@ -94,9 +100,10 @@ def _route_families(core: Any, routes: Sequence[RouteCounters]) -> Iterator[Any]
         errors.add_metric([route], totals["errors"])
         in_flight.add_metric([route], totals["in_flight"])
         up.add_metric([route], 1.0 if counters.running else 0.0)
+        healthy.add_metric([route], 1.0 if counters.running and counters.healthy else 0.0)
         handler.add_metric([route], *_buckets(totals["handler_seconds"]))
         batches.add_metric([route], *_buckets(totals["batch_size"]))
-    yield from (messages, errors, in_flight, up, handler, batches)
+    yield from (messages, errors, in_flight, up, healthy, handler, batches)
 
 
 def _buckets(histogram: dict[str, Any]) -> tuple[list[tuple[str, float]], float]:

@@ -30,17 +30,26 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from mq_bridge.endpoints.base import Batch, InputEndpoint
-from mq_bridge.errors import is_retriable
+from mq_bridge.endpoints.kit.backoff import Backoff
 from mq_bridge.message import Message
 from mq_bridge.observability.counters import route_counters
 from mq_bridge.runtime.delivery import Deliverer
+from mq_bridge.runtime.failures import ErrorLog, describe, is_reconnectable
 from mq_bridge.runtime.gc_policy import GcPolicy
 
-__all__ = ["RouteRunner", "RunnerSettings"]
+__all__ = ["RouteRunner", "RunnerSettings", "route_backoff"]
 
 _log = logging.getLogger("mq_bridge.route")
 
 RECEIVE_TIMEOUT = 0.5
+#: The first wait of a route's backoff; it doubles up to `reconnect_interval_ms`.
+FIRST_BACKOFF = 0.01
+
+
+def route_backoff(reconnect_interval: float) -> Backoff:
+    """The backoff of a route's reconnects and held messages: 10 ms doubling up to
+    `reconnect_interval` seconds, with 20 % jitter."""
+    return Backoff(FIRST_BACKOFF, max(reconnect_interval, FIRST_BACKOFF), 2.0, 0.2)
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,9 @@ class RouteRunner:
         self.error: BaseException | None = None
         self._counters = route_counters(settings.name)
         self._counters.attach(source, deliverer.output)
+        self._backoff = route_backoff(settings.reconnect_interval)
+        self._errors = ErrorLog(_log, settings.name)
+        self._input_down = False
         self._deliver: Callable[[Sequence[Message]], bool] = deliverer.deliver
         from mq_bridge.observability import tracing
 
@@ -126,10 +138,16 @@ class RouteRunner:
         try:
             batch = self._input.receive(settings.batch_size, RECEIVE_TIMEOUT)
         except Exception as error:
-            if not is_retriable(error) or self._stopping.is_set():
+            if self._stopping.is_set():
+                return None
+            if not is_reconnectable(error):
                 raise
             self._reconnect_input(error)
             return Batch([])
+        if self._input_down:
+            self._input_down = False
+            self._counters.set_health("input", None)
+            _log.warning("route %s: the input reads again", settings.name)
         if batch:
             return batch
         if self._input.exhausted:
@@ -139,20 +157,25 @@ class RouteRunner:
         return batch
 
     def _reconnect_input(self, error: Exception) -> None:
-        _log.warning(
-            "route %s: input failed (%r); reconnecting in %.3gs",
-            self._settings.name,
-            error,
-            self._settings.reconnect_interval,
-        )
-        if self._stopping.wait(self._settings.reconnect_interval):
-            return
-        self._counters.note_reconnect("input")
-        try:
-            self._input.close()
-            self._input.connect()
-        except Exception as reconnect_error:
-            _log.warning("route %s: reconnect failed: %r", self._settings.name, reconnect_error)
+        """Close and connect the input again, with backoff, until it connects or the route
+        stops. A broker restart never ends the route: what was not acknowledged comes again."""
+        self._input_down = True
+        attempt = 0
+        while True:
+            attempt += 1
+            self._counters.set_health("input", f"reconnecting: {describe(error)}")
+            self._errors.failed(f"the input failed; reconnecting (attempt {attempt})", error)
+            if self._stopping.wait(self._backoff.delay(attempt)):
+                return
+            self._counters.note_reconnect("input")
+            try:
+                self._input.close()
+                self._input.connect()
+                return
+            except Exception as reconnect_error:
+                if not is_reconnectable(reconnect_error):
+                    raise
+                error = reconnect_error
 
     def _run_pipelined(self) -> None:
         settings = self._settings

@@ -128,6 +128,7 @@ def test_metrics_show_every_route_series_with_the_values_sent(
             ), (route, stage)
         assert value(samples, "mq_bridge_route_in_flight_messages", route=route) == 0
         assert value(samples, "mq_bridge_route_up", route=route) == 1
+        assert value(samples, "mq_bridge_route_healthy", route=route) == 1  # all settled
         assert value(samples, "mq_bridge_route_batch_size_sum", route=route) == (stages["received"])
         batches = value(samples, "mq_bridge_route_batch_size_count", route=route)
         assert batches >= stages["received"] / 8

@@ -57,6 +57,7 @@ class GrpcServerInput(InputEndpoint):
     """Hands out what publishers send to this input's topic on the embedded server."""
 
     acks_in_any_order = True
+    redelivers = False  # a nack answers the publisher with an error
 
     def __init__(self, options: GrpcOptions, context: BuildContext) -> None:
         self._options = options

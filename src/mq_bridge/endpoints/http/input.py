@@ -100,6 +100,7 @@ class HttpInput(InputEndpoint):
     """Requests to `path` on the listener at `url` (see the module docstring)."""
 
     acks_in_any_order = True
+    redelivers = False  # a nack answers the client; it cannot send the request again
 
     def __init__(self, options: HttpOptions, context: BuildContext) -> None:
         self._options = options

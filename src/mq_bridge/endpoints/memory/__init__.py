@@ -22,7 +22,9 @@ Options (declared in `options.py`, `MemoryOptions`)
     request_reply        output: wait for a reply to each message (default false)
     request_timeout_ms   output: how long to wait for a reply (default 30000)
     subscribe_mode       input: broadcast subscriber instead of a queue reader (default false)
-    enable_nack          accepted for compatibility (nack always works here)
+    enable_nack          a message whose handler failed (not a NonRetryableError) is
+                         redelivered with backoff; without it, dropped and counted, as in
+                         mq-bridge-py (a stopping route's nack requeues either way)
     send_timeout_ms      output: max wait for room in a full topic (default 10000)
 """
 
@@ -48,7 +50,11 @@ def build_input(options: MemoryOptions, context: BuildContext) -> MemoryInput:
     from mq_bridge.endpoints.memory.topic import get_topic
 
     topic = get_topic(options.topic_name, options.capacity)
-    return MemoryInput(topic, options.subscribe_mode, context.source_metadata)
+    reader = MemoryInput(topic, options.subscribe_mode, context.source_metadata)
+    # A stopping route's nack always requeues here; a message whose handler failed without a
+    # decision is redelivered only with enable_nack, as mq-bridge-py does (dropped without).
+    reader.redelivers = options.enable_nack
+    return reader
 
 
 def build_output(options: MemoryOptions, context: BuildContext) -> MemoryOutput:

@@ -28,7 +28,10 @@ class MemoryOptions(Options):
         False, description="Input: a broadcast subscriber instead of a queue reader."
     )
     enable_nack: bool = Field(
-        False, description="Accepted for compatibility: nack always requeues here."
+        False,
+        description="Input: a message whose handler failed (without a NonRetryableError) "
+        "is redelivered with backoff; without it, dropped and counted (a stopping route's "
+        "nack requeues either way).",
     )
     send_timeout_ms: int = Field(
         10_000,

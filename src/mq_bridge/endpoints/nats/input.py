@@ -41,6 +41,7 @@ class NatsInput(InputEndpoint):
         self._reader: PullReader | SubscriptionReader | None = None
         self._closed = False
         self._failure: BaseException | None = None
+        self.redelivers = not options.no_jetstream  # core NATS keeps nothing to redeliver
 
     def connect(self) -> None:
         if self._reader is not None:

@@ -76,6 +76,7 @@ class RedisSubscriber(_Connected, InputEndpoint):
     """SUBSCRIBEs to `channel` (PSUBSCRIBE with `pattern`) on a connection of its own."""
 
     acks_in_any_order = True
+    redelivers = False  # pub/sub keeps nothing
 
     def __init__(self, options: RedisOptions, context: BuildContext) -> None:
         super().__init__(options, context)

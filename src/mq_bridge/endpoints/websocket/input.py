@@ -121,6 +121,7 @@ class WebSocketInput(InputEndpoint):
     """Frames from the connections to `path` on the listener at `url`."""
 
     acks_in_any_order = True
+    redelivers = False  # a frame is not sent twice
 
     def __init__(self, options: WebSocketOptions, context: BuildContext) -> None:
         self._options = options
