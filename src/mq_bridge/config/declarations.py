@@ -9,6 +9,7 @@ of `Options`. From that one class come:
 - the checks a schema cannot say (a pydantic ``model_validator``), run by `parse_options`
   after the schema checks, so ``mq-bridge validate`` and ``start()`` agree;
 - which fields hold secrets (`secret_field`; ``writeOnly`` in the schema, read by redaction);
+- one rule for every string of every option set: UTF-8 text without NUL (see `Options`);
 - the ``mq_bridge.config`` TypedDicts (generated from the assembled schema by
   ``scripts/gen_config_types.py``; a test fails when they drift).
 
@@ -28,9 +29,19 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, TypeVar
+from functools import cache
+from typing import Annotated, Any, ClassVar, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from mq_bridge.errors import ConfigError
 
@@ -71,11 +82,22 @@ class Options(BaseModel):
     `NULL_IS_DEFAULT` names the options where ``null`` means "use the default", as the
     peers' schemas allow (``request_timeout_ms: null``): such keys are dropped before
     validation, so the field's default applies.
+
+    No string of an option (nor a key or an item of a mapping or list option) may hold a NUL
+    character: the native drivers take C strings, which end at the first NUL, so a value is
+    cut short without a word (``tcp://127.0.0.1:5\\0`` connects to port 5) or becomes one
+    the driver never expected (a Kafka ``group_id`` of ``"\\0"`` is an empty group id, and
+    librdkafka aborts the process on it). `NUL_ALLOWED` names the options that may hold one
+    because no driver reads them as C strings (a static body, a ZeroMQ topic prefix, which is
+    bytes). Nor may a string be other than UTF-8 text (a lone surrogate): every driver
+    encodes it, and the error would come at run time. A nested endpoint (`EndpointRef`) is
+    checked by its own declaration.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=False)
 
     NULL_IS_DEFAULT: ClassVar[frozenset[str]] = frozenset()
+    NUL_ALLOWED: ClassVar[frozenset[str]] = frozenset()
 
     @model_validator(mode="before")
     @classmethod
@@ -85,16 +107,29 @@ class Options(BaseModel):
             return {k: v for k, v in data.items() if not (v is None and k in nullable)}
         return data
 
+    @field_validator("*", mode="after")
+    @classmethod
+    def _refuse_bad_text(cls, value: Any, info: ValidationInfo) -> Any:
+        name = info.field_name
+        if name is None or name in _endpoint_fields(cls):
+            return value
+        found = _bad_text(value, allow_nul=name in cls.NUL_ALLOWED)
+        if found is not None:
+            where, message = found
+            raise OptionError(where, message) if where else ValueError(message)
+        return value
+
 
 class OptionError(ValueError):
     """Raised by a declaration's validator for a problem that belongs to one option.
 
         raise OptionError("group_id", "mode group_subscribe needs a `group_id`")
 
-    reports ``<path>.group_id: mode group_subscribe needs a `group_id```.
+    reports ``<path>.group_id: mode group_subscribe needs a `group_id```. A tuple names a
+    place inside an option: ``OptionError(("headers", "x-id"), ...)``.
     """
 
-    def __init__(self, option: str, message: str) -> None:
+    def __init__(self, option: str | tuple[str | int, ...], message: str) -> None:
         super().__init__(message)
         self.option = option
 
@@ -105,6 +140,67 @@ class OptionError(ValueError):
 EndpointRef = Annotated[dict[str, Any], WithJsonSchema({_ENDPOINT_MARKER: True})]
 #: A nested endpoint config that is read from (``reader``): validated as an input.
 InputEndpointRef = Annotated[dict[str, Any], WithJsonSchema({_INPUT_ENDPOINT_MARKER: True})]
+
+
+_Place = tuple[str | int, ...]
+
+
+def _bad_text(value: Any, allow_nul: bool, where: _Place = ()) -> tuple[_Place, str] | None:
+    """(path below the option, message) for the first string in `value` that a driver
+    cannot take: one with a NUL character (unless `allow_nul`), or one that is not UTF-8
+    text (a lone surrogate, which JSON's ``"\\ud800"`` can spell)."""
+    if isinstance(value, str):
+        problem = _text_problem(value, allow_nul)
+        return None if problem is None else (where, problem)
+    items: Any = ()
+    if isinstance(value, Mapping):
+        for key in value:
+            problem = _text_problem(key, allow_nul) if isinstance(key, str) else None
+            if problem is not None:
+                return where, f"the key {key!r} {problem}"
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    for key, item in items:
+        found = _bad_text(item, allow_nul, (*where, key))
+        if found is not None:
+            return found
+    return None  # numbers, booleans, and nested option sets (checked by their own rule)
+
+
+def _text_problem(text: str, allow_nul: bool) -> str | None:
+    index = -1 if allow_nul else text.find("\0")
+    if index >= 0:
+        return (
+            f"must not contain a NUL character (\\x00, at index {index}): drivers end a "
+            "string there"
+        )
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError as error:
+            return (
+                f"must be UTF-8 text: a lone surrogate ({text[error.start]!r}) at index "
+                f"{error.start} cannot be encoded"
+            )
+    return None
+
+
+@cache
+def _endpoint_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The fields of `model` that hold nested endpoints (`EndpointRef`, also in a dict)."""
+    return frozenset(
+        name
+        for name, field in model.model_fields.items()
+        if any(_refers_to_endpoint(item) for item in (*field.metadata, field.annotation))
+    )
+
+
+def _refers_to_endpoint(node: Any) -> bool:
+    if isinstance(node, WithJsonSchema):
+        schema = node.json_schema or {}
+        return any(schema.get(marker) for marker, _ in _MARKERS)
+    return any(_refers_to_endpoint(item) for item in get_args(node))  # Annotated's too
 
 
 def secret_field(default: Any = None, *, description: str, **kwargs: Any) -> Any:
@@ -161,7 +257,8 @@ def declaration_problems(error: ValidationError) -> list[tuple[tuple[str | int, 
         location = tuple(item["loc"])
         cause = (item.get("ctx") or {}).get("error")
         if isinstance(cause, OptionError):
-            location = (*location, cause.option)
+            inside = cause.option if isinstance(cause.option, tuple) else (cause.option,)
+            location = (*location, *inside)
         problems.append((location, str(item["msg"]).removeprefix("Value error, ")))
     return problems
 

@@ -15,7 +15,7 @@ Options
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -30,6 +30,9 @@ class CustomOptions(Options):
 
     name: str = Field(min_length=1, description="The registered endpoint's name.")
     config: Any = Field(None, description="Handed to the endpoint's factory (default {}).")
+
+    #: `config` goes to the user's own factory, which decides what it takes.
+    NUL_ALLOWED: ClassVar[frozenset[str]] = frozenset({"config"})
 
 
 OPTIONS = CustomOptions

@@ -16,6 +16,7 @@ Options
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from pydantic import Field, RootModel
 
@@ -28,6 +29,9 @@ __all__ = ["OPTIONS", "StaticBody", "StaticOptions", "build_input", "build_outpu
 
 class StaticBody(Options):
     """The body with options."""
+
+    #: The body and metadata are message data, which any input may bring with a NUL too.
+    NUL_ALLOWED: ClassVar[frozenset[str]] = frozenset({"body", "metadata"})
 
     body: str = Field(description="The body text, used verbatim as UTF-8 bytes.")
     raw: bool = Field(False, description="Accepted for compatibility: the body is verbatim.")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -39,6 +39,9 @@ class CustomMiddlewareOptions(Options):
 
     name: str = Field(min_length=1, description="The registered middleware's name.")
     config: Any = Field(None, description="Handed to the middleware's factory (default {}).")
+
+    #: `config` goes to the user's own factory, which decides what it takes.
+    NUL_ALLOWED: ClassVar[frozenset[str]] = frozenset({"config"})
 
 
 OPTIONS = CustomMiddlewareOptions

@@ -92,6 +92,8 @@ class ZeroMqOptions(Options):
     NULL_IS_DEFAULT: ClassVar[frozenset[str]] = frozenset(
         {"format", "backend", "request_timeout_ms", "max_message_size"}
     )
+    #: A topic is a byte prefix (libzmq takes it with its length), so it may hold NUL.
+    NUL_ALLOWED: ClassVar[frozenset[str]] = frozenset({"topic"})
 
     @model_validator(mode="after")
     def _consistent(self) -> ZeroMqOptions:
