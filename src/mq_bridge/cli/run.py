@@ -10,9 +10,11 @@ flight, or until SIGINT / SIGTERM (which finish and acknowledge what is in fligh
 Progress (totals and messages/s per route) goes to stderr; a summary to stdout at the
 end. A route with no --handler forwards its messages unchanged, and says so first.
 
-A message whose handler or output fails for good (not retriable) is acknowledged and
-dropped (logged, and counted in the summary), unless a dlq middleware on the output
-dead-letters it (counted too).
+A message is acknowledged only once its output took it (docs/delivery.md): a broker
+that is away is waited for, with backoff. A handler's NonRetryableError is dead-lettered
+by a dlq middleware, or dropped (logged, counted in the summary); any other handler error
+is dead-lettered, or redelivered with backoff where the input can redeliver, else dropped
+(the route option on_error: drop drops it everywhere).
 
 Exit status: 0 when every message was delivered or dead-lettered; 3 when the run ended
 but dropped messages; 1 on an error; 2 on a usage error; 130 on a second Ctrl-C.

@@ -124,13 +124,26 @@ class RouteRunner:
             size = len(batch.messages)
             cell.observe_batch(size)
             if deliver(batch.messages):
-                source.ack(batch)
-                cell.acked += size
+                try:
+                    source.ack(batch)
+                except Exception as error:
+                    self._ack_failed(error)
+                else:
+                    cell.acked += size
             else:
                 source.nack(batch)
                 cell.nacked += size
                 break
             gc_tick(size)
+
+    def _ack_failed(self, error: Exception) -> None:
+        """An ack that could not reach the broker (its connection just went) loses nothing:
+        the batch was delivered, and the broker gives it again (at least once); the receive
+        that follows meets the broken connection and reconnects. Anything else ends the
+        route."""
+        if not is_reconnectable(error) or self._stopping.is_set():
+            raise error
+        self._errors.failed("an ack did not reach the input; it will redeliver", error)
 
     def _receive(self) -> Batch | None:
         """The next batch (maybe empty), or None when the input is exhausted or stopping."""
@@ -228,8 +241,12 @@ class RouteRunner:
                 delivered = False
             try:
                 if delivered and not nacking:
-                    self._input.ack(batch)
-                    cell.acked += len(batch.messages)
+                    try:
+                        self._input.ack(batch)
+                    except Exception as error:
+                        self._ack_failed(error)
+                    else:
+                        cell.acked += len(batch.messages)
                     continue
                 nacking = True
                 self._stopping.set()

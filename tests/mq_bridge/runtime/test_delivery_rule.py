@@ -305,3 +305,28 @@ def test_an_unhealthy_route_is_zero_in_the_healthy_gauge(outage):
         server.up = True
         assert wait_until(lambda: healthy_gauge(route.name) == 1.0, 10)
     assert server.payloads() == [b"held"]
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_an_ack_that_cannot_reach_the_broker_does_not_end_the_route(scripted, concurrency):
+    script = Script(
+        [Message(b"a"), Message(b"b"), Message(b"c")],
+        ack_errors=[EndpointUnavailableError("channel closed")],
+    )
+    scripted["acks"] = script
+    sink = unique("out")
+    route = named_route(
+        "acks",
+        {
+            "input": {"scripted": {"name": "acks"}},
+            "output": {"memory": {"topic": sink}},
+            "batch_size": 1,
+            "concurrency": concurrency,
+        },
+    )
+    route.start()
+    route.join(timeout=10.0)
+    assert not route.running
+    route.join()  # ended because the input is exhausted, not on the error
+    assert sorted(m.payload for m in read(sink, 3, timeout=5)) == [b"a", b"b", b"c"]
+    assert len(script.acked) == 2  # the first ack failed: a broker would redeliver it
