@@ -1,0 +1,1 @@
+"""Fault tests: brokers restarted, routes killed, disks filled, under running routes."""
