@@ -15,7 +15,8 @@ Guards, before any body is read: `concurrency_limit` requests in flight per inpu
 beyond), `basic_auth` (401; the whole ``Authorization`` value is compared in constant
 time, so neither its length nor which part was wrong leaks), `max_body_bytes` (413, also
 after gzip decompression). The body read and the wait for the reply together have
-`request_timeout_ms`.
+`request_timeout_ms`. A request aiohttp cannot parse gets 400, one log line (rate-limited)
+and a count in the status details (``malformed_requests``, for the whole listener).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from mq_bridge.endpoints.http import codec
 from mq_bridge.endpoints.http.deadlines import BodyTimeout, Deadline, Deadlines
 from mq_bridge.endpoints.http.handoff import Handoff
 from mq_bridge.endpoints.http.options import HttpOptions, listen_address
+from mq_bridge.endpoints.kit.bad_requests import describe, is_malformed_request
 from mq_bridge.endpoints.kit.replies import ReplyWaiter
 from mq_bridge.errors import ClosedError, ConfigError
 from mq_bridge.message import Message
@@ -195,8 +197,13 @@ class HttpInput(InputEndpoint):
             target=self.describe(),
             pending=len(self._handoff.queue),
             capacity=self._limit or None,
-            details={"in_flight": self._in_flight},
+            details={"in_flight": self._in_flight, "malformed_requests": self._malformed()},
         )
+
+    def _malformed(self) -> int:
+        """Malformed requests answered 400 on this input's listener (every input on it)."""
+        listener = self._listener
+        return 0 if listener is None else listener.bad_requests.count
 
     # -- the route thread --------------------------------------------------------------
 
@@ -240,6 +247,11 @@ class HttpInput(InputEndpoint):
             return respond(status=504, text=_STATUS_TEXT[504])
         except _TooLarge:
             return respond(status=413, text="Request body too large")
+        except Exception as error:  # a body aiohttp could not parse (broken chunked framing)
+            if not is_malformed_request(error) or self._listener is None:
+                raise
+            self._listener.bad_requests.note(request.remote, describe(error), error)
+            return respond(status=400, text="Bad request")
         finally:
             self._in_flight -= 1
             if deadline is not None:

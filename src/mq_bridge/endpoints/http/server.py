@@ -27,6 +27,12 @@ stops. When no route has driven the loop for `STANDBY_DELAY` (a slow handler, a
 connections are still accepted, timeouts still answer 504, and limits still answer 503;
 a route coming back takes the loop over at once.
 
+Malformed requests (a bad request line or header, a head over aiohttp's limits, broken
+chunked framing) are answered 400 by aiohttp; the listener's `bad_requests` counts them and
+logs one WARNING line each, rate-limited, instead of aiohttp's traceback per request
+(`mq_bridge.endpoints.kit.bad_requests`). The inputs on the listener show the count in
+their status details (``malformed_requests``).
+
 Connections: a client must send a whole request head within the listener's header-read
 timeout, which is also how long a keep-alive connection may stay idle (aiohttp's
 keep-alive timer runs from the connection's start and from the end of each request, and
@@ -46,6 +52,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from mq_bridge.endpoints.kit.bad_requests import BadRequests
 from mq_bridge.endpoints.kit.tls import TlsOptions, tls_required
 from mq_bridge.errors import ConfigError, EndpointUnavailableError
 
@@ -96,6 +103,8 @@ class Listener:
         )
         self._server: Any = None
         self._socket_server: asyncio.base_events.Server | None = None
+        #: The malformed requests this listener answered 400 (for every input on it).
+        self.bad_requests = BadRequests(log, f"http listener {host}:{port}")
 
     # -- driving the loop (any thread, one at a time) ----------------------------------
 
@@ -197,6 +206,8 @@ class Listener:
             # A client that goes away cancels its request (its reply is not awaited).
             handler_cancellation=True,
             lingering_time=2.0,
+            # A malformed request: one line and a count, not a traceback per client.
+            logger=self.bad_requests.server_logger,
         )
         try:
             self._socket_server = await self.loop.create_server(
@@ -211,6 +222,7 @@ class Listener:
             raise EndpointUnavailableError(
                 f"http: cannot listen on {self.host}:{self.port}: {error.strerror or error}"
             ) from None
+        self.bad_requests.what = f"http listener {self.host}:{self.bound_port}"
 
     @property
     def bound_port(self) -> int:

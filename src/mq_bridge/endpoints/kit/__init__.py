@@ -14,7 +14,10 @@
   output answers them); the runtime hands the process's one as `BuildContext.replies`
   (``replies``);
 - `MESSAGE_ID_HEADER`, `headers_for`, `message_from_wire`, `position_id`: messages to and
-  from broker headers, ids included (``wire``).
+  from broker headers, ids included (``wire``);
+- `bad_requests.BadRequests`: the malformed requests an aiohttp server answered 400,
+  counted and logged one line each (the http and websocket listeners, the console;
+  imported from its module, as it looks aiohttp's errors up).
 
 `event_loop` (asyncio) and `tls` (pydantic) load on first use of their names; no driver is
 imported until an endpoint asks for it.

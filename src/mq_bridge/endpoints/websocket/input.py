@@ -7,6 +7,9 @@ The server is aiohttp's, on the shared http listeners (`mq_bridge.endpoints.http
 a websocket input registers its `path` for GET on the listener of its address, so http and
 websocket inputs can share one port, and the listener's header-read timeout bounds the
 upgrade request. The handshake checks `max_connections` (503) and `basic_auth` (401).
+A malformed handshake (400) or frame (the connection closes with 1002 or 1009) is logged
+as one line (rate-limited) and counted with the listener's malformed HTTP requests in the
+status details (``malformed_requests``).
 
 Each connection has a task that reads its frames; every frame becomes a message with a
 ``correlation_id`` of ours registered in the process's reply registry, so a `response`
@@ -35,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from mq_bridge.endpoints.base import Batch, BuildContext, EndpointStatus, InputEndpoint
 from mq_bridge.endpoints.http.handoff import Handoff
 from mq_bridge.endpoints.http.options import listen_address
+from mq_bridge.endpoints.kit.bad_requests import describe
 from mq_bridge.endpoints.kit.replies import ReplyWaiter
 from mq_bridge.endpoints.websocket import codec
 from mq_bridge.endpoints.websocket.options import WebSocketOptions
@@ -200,11 +204,15 @@ class WebSocketInput(InputEndpoint):
         return f"websocket:{self._host}:{self._port}{self._options.path or ''}"
 
     def status(self) -> EndpointStatus:
+        listener = self._listener
         return EndpointStatus(
-            healthy=self._listener is not None,
+            healthy=listener is not None,
             target=self.describe(),
             pending=len(self._handoff.queue),
-            details={"connections": len(self._connections)},
+            details={
+                "connections": len(self._connections),
+                "malformed_requests": 0 if listener is None else listener.bad_requests.count,
+            },
         )
 
     # -- the route thread -------------------------------------------------------------
@@ -253,7 +261,11 @@ class WebSocketInput(InputEndpoint):
         socket = web.WebSocketResponse(
             max_msg_size=self._options.max_message_bytes or 0, compress=False, autoping=True
         )
-        await socket.prepare(request)
+        try:
+            await socket.prepare(request)
+        except web.HTTPBadRequest as error:  # not a WebSocket handshake: aiohttp answers 400
+            self._note_malformed(request, f"handshake refused: {error.text}")
+            raise
         assert self._loop is not None
         peer = request.transport.get_extra_info("peername") if request.transport else None
         shared = codec.connection_metadata(request.path, peer, request.headers.items())
@@ -266,7 +278,9 @@ class WebSocketInput(InputEndpoint):
                 if frame.type is WSMsgType.TEXT or frame.type is WSMsgType.BINARY:
                     data = frame.data
                 else:
-                    break  # close, error (a frame beyond max_message_bytes: 1009)
+                    if frame.type is WSMsgType.ERROR:  # a bad frame, or one too large (1009)
+                        self._note_malformed(request, describe(frame.data))
+                    break  # close, error
                 if self._listener is None:
                     break
                 correlation_id = f"{self._prefix}{next(self._counter)}"
@@ -286,6 +300,10 @@ class WebSocketInput(InputEndpoint):
                 self._replies.forget(pending)
             writer.task.cancel()
         return socket
+
+    def _note_malformed(self, request: web.BaseRequest, reason: str) -> None:
+        if self._listener is not None:
+            self._listener.bad_requests.note(request.remote, f"websocket: {reason}")
 
 
 def _id_from(text: str | None) -> int | None:
