@@ -2,11 +2,15 @@
 ``mq-bridge run`` shares (``--metrics-port``, ``--console-port``, ``--store``, ``--tracing``).
 
     mq-bridge console --root DIR [--port 8470] [--host 127.0.0.1] [--allow-actions [--token T]]
+                      [--allowed-host NAME[:PORT] ...]
     mq-bridge run CONFIG --metrics-port 9464 --console-port 8470 --store DIR --tracing
 
 The console is read-only unless --allow-actions (group offset resets); listening beyond
 loopback with actions enabled needs a token (--token or $MQ_BRIDGE_CONSOLE_TOKEN), which
-each action must carry. See docs/console.md and docs/metrics.md.
+each action must carry. It answers only requests sent to one of its names (the Host
+header: localhost, 127.0.0.1, [::1] or the address it listens on, with its port; more
+with --allowed-host), so that a web page cannot reach it through DNS rebinding. See
+docs/console.md and docs/metrics.md.
 """
 
 from __future__ import annotations
@@ -38,14 +42,23 @@ def add_parsers(subparsers: Any) -> None:
         "--port", type=int, default=DEFAULT_CONSOLE_PORT,
         help=f"port to listen on (default {DEFAULT_CONSOLE_PORT}; 0 picks a free one)",
     )  # fmt: skip
-    _add_access_options(console, "--host")
+    _add_access_options(console, "--host", "--allowed-host")
     console.set_defaults(run=run_console)
 
 
-def _add_access_options(parser: argparse.ArgumentParser, host_flag: str) -> None:
+def _add_access_options(
+    parser: argparse.ArgumentParser, host_flag: str, allowed_host_flag: str
+) -> None:
     parser.add_argument(
         host_flag, default="127.0.0.1", dest="console_host",
         help="address to listen on (default 127.0.0.1: this machine only)",
+    )  # fmt: skip
+    parser.add_argument(
+        allowed_host_flag, action="append", default=[], dest="console_allowed_hosts",
+        metavar="NAME[:PORT]",
+        help="another name the console answers to, as the Host of a request (a proxy's or "
+        "this machine's name; without :PORT any port); repeatable. Besides these: "
+        "localhost, 127.0.0.1, [::1] and the listening address, with the console's port",
     )  # fmt: skip
     parser.add_argument(
         "--allow-actions", action="store_true",
@@ -82,7 +95,7 @@ def add_observability_options(parser: argparse.ArgumentParser) -> None:
         help="OpenTelemetry spans per message, W3C traceparent carried in metadata "
         "(the global tracer provider; e.g. run under opentelemetry-instrument)",
     )  # fmt: skip
-    _add_access_options(group, "--console-host")  # type: ignore[arg-type]
+    _add_access_options(group, "--console-host", "--console-allowed-host")  # type: ignore[arg-type]
 
 
 @contextmanager
@@ -125,6 +138,7 @@ def _serve_console(args: argparse.Namespace, port: int, attached: bool) -> Calla
         allow_actions=args.allow_actions,
         token=args.token or os.environ.get(_TOKEN_ENV) or None,
         host=args.console_host,
+        allowed_hosts=tuple(getattr(args, "console_allowed_hosts", None) or ()),
     )
     server = ConsoleServer(settings, port).start()
     mode = "actions enabled" if settings.allow_actions else "read-only"

@@ -9,9 +9,13 @@
     GET  /routes, /api/routes             this process's routes (attached to `run`)
     GET  /metrics                         Prometheus text format (routes and the store)
 
-Access: read-only unless `ConsoleSettings.allow_actions`. A state-changing request must
-carry the page's CSRF value (a random secret per server, so another site cannot post
-for the user) and, when a token is set (required when bound beyond loopback), the token.
+Access: only requests sent to one of the console's names (`access`: the Host header, and
+for a post the Origin or Referer too, against DNS rebinding). Read-only unless
+`ConsoleSettings.allow_actions`. A state-changing request must carry the page's CSRF
+value (a random secret per server, so another site cannot post for the user) and, when a
+token is set (required when bound beyond loopback), the token. A bad name in a path (not
+a topic or group name twainmq allows) answers 400 with one line; an unexpected error 500
+with one line, and one log line (the traceback at DEBUG).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
+import logging
 import secrets
 import threading
 from dataclasses import dataclass, field
@@ -28,11 +33,16 @@ from typing import Any
 from aiohttp import web
 
 from mq_bridge.console import pages
+from mq_bridge.console.access import Handler, HostRule, access_middleware, refusal, shown
 from mq_bridge.console.views import RateSampler, StoreView, route_rows
+from mq_bridge.endpoints.kit.bad_requests import BadRequests
+from twainmq import InvalidTopicNameError
+from twainmq.groups import InvalidGroupNameError
 
 __all__ = ["ConsoleServer", "ConsoleSettings", "is_loopback", "make_app"]
 
 PAGE_SIZES = (10, 20, 50, 100)
+_LOG = logging.getLogger("mq_bridge.console")
 
 
 @dataclass
@@ -45,12 +55,25 @@ class ConsoleSettings:
     allow_actions: bool = False
     token: str | None = None
     host: str = "127.0.0.1"
+    #: more names (``NAME`` or ``NAME:PORT``) the console answers to (`access`)
+    allowed_hosts: tuple[str, ...] = ()
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
 
+    def host_rule(self) -> HostRule:
+        """The Host (and Origin) values this console answers to."""
+        return HostRule.of(self.host, self.allowed_hosts)
+
     def check(self) -> None:
-        """Refuse settings that would open state changes to the network without a token."""
+        """Refuse settings that would open state changes to the network without a token,
+        and allowed hosts that are not host names."""
         from mq_bridge.errors import ConfigError
 
+        try:
+            self.host_rule()
+        except ValueError as error:
+            raise ConfigError(
+                f"an allowed host of the console is {error}", path="console"
+            ) from None
         if self.allow_actions and not is_loopback(self.host) and not self.token:
             raise ConfigError(
                 f"the console allows actions and listens on {self.host}, beyond loopback: "
@@ -76,7 +99,7 @@ _METRICS = web.AppKey("metrics", object)
 
 def make_app(settings: ConsoleSettings) -> web.Application:
     """The console application for `settings` (already checked)."""
-    app = web.Application()
+    app = web.Application(middlewares=[access_middleware(settings.host_rule()), _plain_errors])
     app[_SETTINGS] = settings
     app[_VIEW] = None
     if settings.store_root is not None:
@@ -96,6 +119,33 @@ def make_app(settings: ConsoleSettings) -> web.Application:
     app.router.add_get("/api/routes", _api_routes)
     app.router.add_get("/metrics", _metrics)
     return app
+
+
+@web.middleware
+async def _plain_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A bad name answers 400, an unexpected error 500: one line each, no traceback."""
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except (InvalidTopicNameError, InvalidGroupNameError) as error:
+        kind = "topic" if isinstance(error, InvalidTopicNameError) else "group"
+        name = request.match_info.get(kind, "")
+        return refusal(
+            400,
+            f"not a valid {kind} name: {shown(name)} (1-200 characters from "
+            "A-Z a-z 0-9 . _ -, not starting with .)",
+        )
+    except Exception as error:
+        _LOG.warning(
+            "console: %s %s failed: %s: %s",
+            request.method,
+            shown(request.path),
+            type(error).__name__,
+            error,
+        )
+        _LOG.debug("console: the failed request's traceback", exc_info=True)
+        return refusal(500, f"internal error ({type(error).__name__}); the log has more")
 
 
 def _where(request: web.Request) -> str:
@@ -198,6 +248,8 @@ async def _reset(request: web.Request) -> web.Response:
     try:
         offset = int(offset_text) if offset_text else None
         plan = await _in_thread(view.reset_plan, topic, group, target, offset)
+    except (InvalidTopicNameError, InvalidGroupNameError):
+        raise  # answered by _plain_errors, as on every page
     except (ValueError, KeyError) as error:
         return _bad_request(request, str(error))
     if form.get("confirm") != "yes":
@@ -271,6 +323,8 @@ class ConsoleServer:
         self.settings = settings
         self._requested_port = port
         self.port = 0
+        #: Requests aiohttp could not parse: one log line and a count each, no traceback.
+        self.bad_requests = BadRequests(_LOG, "console")
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, name="mq-bridge-console")
@@ -287,7 +341,9 @@ class ConsoleServer:
         return self
 
     async def _start(self) -> None:
-        self._runner = web.AppRunner(make_app(self.settings), access_log=None)
+        self._runner = web.AppRunner(
+            make_app(self.settings), access_log=None, logger=self.bad_requests.server_logger
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.settings.host, self._requested_port)
         await site.start()

@@ -297,6 +297,8 @@ setInterval(async () => {
         const value = row[cell.dataset.field];
         cell.textContent = typeof value === 'number' ? value.toLocaleString() : (value ?? '');
       }
+      const health = tr.querySelector('[data-field="health"]');
+      if (health) health.className = row.healthy === false ? 'bad' : 'ok';
     }
   } catch (e) { /* the console stopped: keep the last figures */ }
 }, 2000);
@@ -318,6 +320,7 @@ def routes_page(rows: Sequence[dict[str, Any]], attached: bool, where: str) -> s
     body = []
     for row in rows:
         state = '<span class="ok">running</span>' if row["running"] else "stopped"
+        health_class = "ok" if row["healthy"] else "bad"
         when = ""
         if row["last_error_at"]:
             moment = datetime.datetime.fromtimestamp(row["last_error_at"], datetime.timezone.utc)
@@ -327,13 +330,14 @@ def routes_page(rows: Sequence[dict[str, Any]], attached: bool, where: str) -> s
         )
         body.append(
             f'<tr data-route="{esc(row["route"])}"><td>{esc(row["route"])}</td><td>{state}</td>'
+            f'<td class="{health_class}" data-field="health">{esc(row["health"])}</td>'
             f"<td>{esc(row['input'])} → {esc(row['output'])}</td>{cells}"
             f'<td class="bad" data-field="last_error">{esc(row["last_error"] or "")}{when}'
             "</td></tr>"
         )
     headers = [
-        "Route", "State", "Endpoints", "#In/s", "#Acked/s", "#Received", "#Sent", "#Acked",
-        "#In flight", "#Retried", "#Errors", "#Dropped", "#Dead-lettered", "Last error",
+        "Route", "State", "Health", "Endpoints", "#In/s", "#Acked/s", "#Received", "#Sent",
+        "#Acked", "#In flight", "#Retried", "#Errors", "#Dropped", "#Dead-lettered", "Last error",
     ]  # fmt: skip
     return layout("Routes", _table("routes", headers, body), where, _REFRESH)
 

@@ -103,6 +103,7 @@ class StoreView:
 
     def reset_plan(self, topic: str, group: str, target: str, offset: int | None) -> dict[int, int]:
         """partition -> new committed offset for `target` ("start", "end" or "offset")."""
+        GroupPaths.of(self.store.root_dir, topic, group)  # InvalidGroupNameError before a plan
         described = self.topic(topic).description
         if described is None:
             raise ValueError(f"topic {topic!r} cannot be read")
@@ -215,12 +216,21 @@ def route_rows(sampler: RateSampler) -> list[dict[str, Any]]:
                 **{k: totals[k] for k in ("received", "handled", "sent", "acked", "nacked")},
                 **{k: totals[k] for k in ("retried", "dropped", "dead_lettered", "in_flight")},
                 "errors": totals["errors"],
+                **_health(counters),
                 "last_error": counters.last_error,
                 "last_error_at": counters.last_error_at,
                 "reconnects": dict(counters.reconnects),
             }
         )
     return rows
+
+
+def _health(counters: Any) -> dict[str, Any]:
+    """A route's health, as its counters give it (routes without the figures: healthy)."""
+    healthy = bool(getattr(counters, "healthy", True))
+    reason = getattr(counters, "health_reason", None)
+    shown = "healthy" if healthy else f"unhealthy: {reason}" if reason else "unhealthy"
+    return {"healthy": healthy, "health_reason": reason, "health": shown}
 
 
 def _target(endpoint: Any) -> str:
