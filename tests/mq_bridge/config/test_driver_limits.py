@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 import types
 import typing
 from pathlib import Path
@@ -257,3 +258,61 @@ def test_run_with_a_nul_kafka_group_id_exits_with_an_error_not_sigabrt(tmp_path:
     assert result.returncode == 1, result.stderr
     assert "routes.orders.input.kafka.group_id: must not contain a NUL character" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+LONG_LABEL = "x" * 64  # a DNS label is at most 63 characters: the idna codec refuses it
+#: (endpoint options, the path of the one problem, what it says): values that validated
+#: and then failed `run` inside a client library (an internal error, or a hang).
+DRIVER_REFUSALS = [
+    # botocore's InvalidRegionError when the client is made
+    ({"aws": {"queue_url": "http://127.0.0.1:5000/1/q", "region": "us east 1"}},
+     "input.aws.region", "not an AWS region name"),
+    ({"aws": {"queue_url": "http://127.0.0.1:5000/1/q", "region": "x" * 64}},
+     "input.aws.region", "not an AWS region name"),
+    ({"aws": {"queue_url": "http://127.0.0.1:5000/1/q", "region": "12345"}},
+     "input.aws.region", "not an AWS region name"),
+    # UnicodeError from the idna codec as the listener binds or the client connects
+    ({"http": {"url": f"{LONG_LABEL}.example:8080"}}, "input.http.url", "too long"),
+    ({"http": {"url": "127.0.0.1:8080", "path": "/p"}, "out": {
+        "http": {"url": f"http://{LONG_LABEL}.example/"}}}, "output.http.url", "too long"),
+    ({"websocket": {"url": f"ws://{LONG_LABEL}:8081/p"}}, "input.websocket.url", "too long"),
+    ({"mqtt": {"url": "tcp://a..b:1883", "topic": "t"}}, "input.mqtt.url", "label empty"),
+    ({"mqtt": {"url": f"tcp://{LONG_LABEL}:1883", "topic": "t"}}, "input.mqtt.url", "too long"),
+    # a request line no server takes (400): the sends were retried for ever
+    ({"http": {"url": "127.0.0.1:8080", "method": "X" * 70_000}},
+     "input.http.method", "longer than 32 letters"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("endpoint", "where", "says"), DRIVER_REFUSALS)
+def test_values_a_client_library_fails_on_are_refused(
+    endpoint: dict[str, Any], where: str, says: str
+) -> None:
+    endpoint = dict(endpoint)
+    output = endpoint.pop("out", None)
+    route = {"input": endpoint, **({"output": output} if output else {})}
+    if output:
+        route["input"] = {"memory": {"topic": "in"}}
+    [problem] = validate_document(("config", {"routes": {"r": route}}))
+    assert problem.startswith(f"routes.r.{where}: ") and says in problem, problem
+
+
+def test_the_same_values_spelled_well_are_valid() -> None:
+    routes = {
+        "aws": {
+            "input": {"aws": {"queue_url": "http://127.0.0.1:5000/1/q", "region": "eu-west-3"}}
+        },
+        "http": {"input": {"http": {"url": f"{'x' * 63}.example:8080", "method": "PATCH"}}},
+        "mqtt": {"input": {"mqtt": {"url": "tcp://broker.example.:1883", "topic": "t"}}},
+        "ws": {"input": {"websocket": {"url": "ws://[::1]:8081/p"}}},
+    }
+    assert validate_document(("config", {"routes": routes})) == []
+
+
+def test_a_long_value_is_refused_quickly() -> None:
+    """An error message shows the value through the URL-password redaction, whose pattern
+    scanned a long run of letters again from each of them (70,000: 12 s)."""
+    started = time.monotonic()
+    endpoint = {"http": {"url": "127.0.0.1:8080", "method": "X" * 70_000}}
+    problems = validate_document(("config", {"routes": {"r": {"input": endpoint}}}))
+    assert problems and time.monotonic() - started < 2.0

@@ -8,6 +8,7 @@ and `shared`.
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 from urllib.parse import urlsplit
 
@@ -20,6 +21,9 @@ __all__ = ["DEFAULT_LOCAL_REGION", "AwsOptions"]
 #: The region signed for when `endpoint_url` names a local server and no region is set
 #: anywhere (moto and LocalStack accept any; real AWS needs the queue's own).
 DEFAULT_LOCAL_REGION = "us-east-1"
+#: botocore's rule for a region name (`botocore.utils.validate_region_name`: a host label,
+#: not all digits); it raises InvalidRegionError when the client is made, at run time.
+_REGION = re.compile(r"(?![0-9]+$)(?!-)[a-zA-Z0-9-]{1,63}(?<!-)")
 
 
 class AwsOptions(Options):
@@ -96,6 +100,10 @@ class AwsOptions(Options):
 
     @model_validator(mode="after")
     def _consistent(self) -> AwsOptions:
+        if self.region is not None and not _REGION.fullmatch(self.region):
+            raise OptionError(
+                "region", f"not an AWS region name such as us-east-1: {self.region[:80]!r}"
+            )
         if (self.access_key is None) != (self.secret_key is None):
             missing = "secret_key" if self.secret_key is None else "access_key"
             raise OptionError(missing, "`access_key` and `secret_key` go together: set both")

@@ -21,6 +21,7 @@ from mq_bridge.config.declarations import (
     Options,
     secret_field,
 )
+from mq_bridge.endpoints.kit.hosts import url_host_problem
 from mq_bridge.endpoints.kit.tls import TlsOptions
 
 __all__ = ["HttpOptions", "is_header_name", "listen_address"]
@@ -208,6 +209,12 @@ class HttpOptions(Options):
     def _consistent(self) -> HttpOptions:
         if self.method is not None and not self.method.strip().isalpha():
             raise OptionError("method", f"not an HTTP method: {self.method!r}")
+        if self.method is not None and len(self.method.strip()) > MAX_METHOD_CHARS:
+            # a server refuses the request line (400) and the sends are retried forever
+            raise OptionError("method", f"longer than {MAX_METHOD_CHARS} letters")
+        problem = url_host_problem(self.url, "http")
+        if problem is not None:
+            raise OptionError("url", problem)
         if self.path is not None and not self.path.startswith("/"):
             raise OptionError("path", f"a path starts with '/': {self.path!r}")
         if self.compression in ("lz4", "zstd"):
@@ -242,6 +249,9 @@ class HttpOptions(Options):
             return self.compression == "gzip"
         return bool(self.compression_enabled)
 
+
+#: The longest `method` (the longest registered HTTP method, UPDATEREDIRECTREF, has 17).
+MAX_METHOD_CHARS = 32
 
 _TOKEN_CHARS = frozenset(
     "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"

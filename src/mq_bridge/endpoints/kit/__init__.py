@@ -17,7 +17,9 @@
   from broker headers, ids included (``wire``);
 - `bad_requests.BadRequests`: the malformed requests an aiohttp server answered 400,
   counted and logged one line each (the http and websocket listeners, the console;
-  imported from its module, as it looks aiohttp's errors up).
+  imported from its module, as it looks aiohttp's errors up);
+- `hosts.host_name_problem`, `hosts.url_host_problem`: a host name the idna codec refuses
+  (a label over 63 characters), found when the options are read, not when a route connects.
 
 `event_loop` (asyncio) and `tls` (pydantic) load on first use of their names; no driver is
 imported until an endpoint asks for it.

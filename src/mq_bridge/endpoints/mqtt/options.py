@@ -9,6 +9,7 @@ from urllib.parse import unquote, urlsplit
 from pydantic import Field, model_validator
 
 from mq_bridge.config.declarations import OptionError, Options, secret_field
+from mq_bridge.endpoints.kit.hosts import host_name_problem
 from mq_bridge.endpoints.kit.tls import TlsOptions, tls_required
 
 __all__ = ["DEFAULT_QUEUE_CAPACITY", "MqttOptions", "ServerAddress"]
@@ -38,6 +39,9 @@ class ServerAddress:
             raise OptionError("url", f"unsupported scheme {self.scheme!r}: use tcp:// or mqtts://")
         if not parts.hostname:
             raise OptionError("url", "needs a host, e.g. tcp://localhost:1883")
+        problem = host_name_problem(parts.hostname)
+        if problem is not None:
+            raise OptionError("url", problem)
         try:
             self.port = parts.port or _PORTS[self.scheme]
         except ValueError:

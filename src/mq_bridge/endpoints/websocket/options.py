@@ -12,6 +12,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, model_validator
 
 from mq_bridge.config.declarations import MAX_MILLISECONDS, OptionError, Options, secret_field
+from mq_bridge.endpoints.kit.hosts import url_host_problem
 from mq_bridge.endpoints.kit.tls import TlsOptions
 
 __all__ = ["WebSocketOptions"]
@@ -103,6 +104,9 @@ class WebSocketOptions(Options):
     def _consistent(self) -> WebSocketOptions:
         if self.path is not None and not self.path.startswith("/"):
             raise OptionError("path", f"a path starts with '/': {self.path!r}")
+        problem = url_host_problem(self.url, "ws")
+        if problem is not None:
+            raise OptionError("url", problem)
         return self
 
     @property
