@@ -18,6 +18,8 @@ are accepted only with exactly their old set of keys.
 ``fsync=False`` skips both fsyncs: the write is still atomic and survives a process crash, not
 necessarily a power cut. A write that fails removes its temporary file; a process killed
 mid-write can leave one behind (a dot-file ending in ``.tmp``, which no reader looks at).
+A write the disk refuses (ENOSPC, EDQUOT, EIO, or a short write) raises ``StorageFullError``
+or ``StorageIOError`` (retriable), and ``path`` is as it was.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import threading
 import zlib
 from pathlib import Path
 from typing import Any
+
+from .errors import raise_storage_error, short_write
 
 
 def write_file_atomically(
@@ -40,24 +44,27 @@ def write_file_atomically(
     file.
     """
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            _write_all(fd, data)
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        if exclusive:
-            os.link(temporary, path)
-            os.unlink(temporary)
-        else:
-            os.replace(temporary, path)
-    except BaseException:
-        _unlink_quietly(temporary)
-        raise
-    if fsync:
-        fsync_directory(path.parent)
+            try:
+                _write_all(fd, data, path)
+                if fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            if exclusive:
+                os.link(temporary, path)
+                os.unlink(temporary)
+            else:
+                os.replace(temporary, path)
+        except BaseException:
+            _unlink_quietly(temporary)
+            raise
+        if fsync:
+            fsync_directory(path.parent)
+    except OSError as error:
+        raise_storage_error(error, path, "writing")
 
 
 def write_json_atomically(path: Path, document: Any, *, fsync: bool = True) -> None:
@@ -142,12 +149,13 @@ def fsync_directory(path: Path) -> None:
         os.close(fd)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    # os.write may write less than asked (a full disk, a signal): a short file would be
-    # renamed over a good one.
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+def _write_all(fd: int, data: bytes, path: Path) -> None:
+    # os.write may write less than asked (a full disk): a short file would be renamed over a
+    # good one. A regular file's write is not cut short by a signal, so a short write means
+    # the disk is full (the next write would raise ENOSPC): say so instead.
+    written = os.write(fd, data)
+    if written != len(data):
+        raise short_write(path, "writing", written, len(data))
 
 
 def _unlink_quietly(path: Path) -> None:

@@ -20,13 +20,21 @@
     ├── MessageTypeConflictError   (also ValueError)   two classes registered under one name
     ├── InvalidOptionError         (also ValueError)   a bad option value (start_from, fsync, ...)
     ├── PartitionLockedError                           held by an exclusive producer of this process
+    ├── StorageError               (also OSError)      the disk refused a write  (retriable)
+    │   ├── StorageFullError                           ENOSPC, EDQUOT, or a short write
+    │   └── StorageIOError                             EIO
     └── ClosedError                                    using a closed producer or consumer
 
 Every message names the offending value. Each class has a ``retriable`` attribute: retry loops
-ask it instead of listing types (only a lock or I/O hiccup is worth retrying; none of these is).
+ask it instead of listing types (only a lock held elsewhere and a disk that refused a write are
+worth retrying; nothing else here is).
 """
 
 from __future__ import annotations
+
+import errno
+import os
+from typing import NoReturn
 
 
 class TwainMQError(Exception):
@@ -140,6 +148,62 @@ class PartitionLockedError(TwainMQError):
     """A partition is held by an exclusive producer of this same process (waiting would hang)."""
 
     retriable = True
+
+
+class StorageError(TwainMQError, OSError):
+    """The disk refused a write: nothing of that write was acknowledged (its call raised,
+    the partition's head did not move) and what it left behind was cut off, so the same
+    call can be made again once the disk takes writes (see docs/architecture/storage.md,
+    "A full disk"). Also an ``OSError``, so ``except OSError`` still catches it.
+
+    ``path`` is the file, ``errno`` the error number (``ENOSPC`` for a short write).
+    """
+
+    retriable = True
+    hint = "retry once the disk takes writes again"
+
+    def __init__(self, path: object, code: int, action: str, detail: str = "") -> None:
+        self.path = str(path)
+        name = errno.errorcode.get(code, str(code))
+        cause = f"{name}, {os.strerror(code)}" + (f"; {detail}" if detail else "")
+        super().__init__(f"{self.path}: {action} failed ({cause}): {self.hint}")
+        self.errno = code  # str() stays the message above (OSError's needs strerror too)
+
+
+class StorageFullError(StorageError):
+    """No space left (``ENOSPC``), a quota reached (``EDQUOT``), or a short write (which a
+    full disk causes)."""
+
+    hint = "nothing of it was acknowledged; free space and retry"
+
+
+class StorageIOError(StorageError):
+    """The device reported an I/O error (``EIO``)."""
+
+    hint = "nothing of it was acknowledged; retry, and check the device"
+
+
+_STORAGE_ERRORS: dict[int, type[StorageError]] = {
+    errno.ENOSPC: StorageFullError,
+    errno.EDQUOT: StorageFullError,
+    errno.EIO: StorageIOError,
+}
+
+
+def raise_storage_error(error: OSError, path: object, action: str) -> NoReturn:
+    """Raise ``error`` as the StorageError its errno means (ENOSPC, EDQUOT, EIO), or as it
+    is (any other errno, or a StorageError already). Call it where ``error`` is handled."""
+    kind = None if isinstance(error, StorageError) else _STORAGE_ERRORS.get(error.errno or 0)
+    if kind is None:
+        raise error
+    code = error.errno or 0
+    detail = error.strerror if error.strerror and error.strerror != os.strerror(code) else ""
+    raise kind(path, code, action, detail) from error
+
+
+def short_write(path: object, action: str, written: int, size: int) -> StorageFullError:
+    """The error of a write that wrote ``written`` of its ``size`` bytes (a full disk)."""
+    return StorageFullError(path, errno.ENOSPC, action, f"wrote {written} of {size} bytes")
 
 
 class ClosedError(TwainMQError):

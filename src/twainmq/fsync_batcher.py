@@ -7,7 +7,9 @@ Writers only mark a partition dirty (an attribute store); every ``interval`` sec
 thread syncs the dirty partitions. The flag is cleared *before* the sync, so a write that
 lands meanwhile either is covered by that sync (it reached the kernel first) or leaves the
 flag set for the next round: no write is ever skipped. ``fdatasync`` releases the GIL, so the
-writer keeps writing while the disk works.
+writer keeps writing while the disk works. A sync that fails sets the flag again (the next
+round tries again) and is raised once by the producer's next ``flush()``/``close()``: a disk
+that was full or failing syncs again once it recovers.
 """
 
 from __future__ import annotations
@@ -35,19 +37,23 @@ class FsyncBatcher:
                 self.sync_dirty()
             except OSError as exc:  # a failed sync: the producer raises it on flush/close
                 self.error = exc
-                return
 
     def sync_dirty(self) -> None:
         """Sync every partition written since its last sync."""
         for log in self._logs():
             if log.dirty:
                 log.dirty = False
-                log.sync()
+                try:
+                    log.sync()
+                except OSError:
+                    log.dirty = True
+                    raise
 
     def check(self) -> None:
-        """Raise the error of a background sync that failed, if one did."""
-        if self.error is not None:
-            raise self.error
+        """Raise the error of a background sync that failed since the last check, if any."""
+        error, self.error = self.error, None
+        if error is not None:
+            raise error
 
     def cancel(self) -> None:
         """Let the thread end without a last sync and without waiting for it (the producer

@@ -19,6 +19,11 @@ Locking and durability (see docs/design.md, "Storage engine"):
   byte after each write and releases when it is set; ``idle_release.py`` releases a lock not
   used for a tick (1-16 ms). Mutual exclusion rests on ``flock`` alone.
 - An exclusive producer ``hold()``s the lock from its first write until it closes.
+- A write the disk refuses (an ``OSError``, or ``pwrite`` writing less than asked: a full
+  disk) is never acknowledged: the head does not move, what it left past the committed end
+  is cut off at once (ftruncate; failing that, before this object's next write, or by
+  recovery), and it raises ``StorageFullError``/``StorageIOError`` (retriable). The check
+  on the success path is one compare of ``pwrite``'s result.
 """
 
 from __future__ import annotations
@@ -31,8 +36,9 @@ import struct
 import threading
 import time
 from pathlib import Path
+from typing import NoReturn
 
-from .atomic_files import fsync_directory
+from .atomic_files import fsync_directory, write_file_atomically
 from .config import TopicConfig
 from .encoding import (
     HEAD_CHECK,
@@ -45,7 +51,7 @@ from .encoding import (
     index_seed,
     pack_index_entry,
 )
-from .errors import PartitionLockedError
+from .errors import PartitionLockedError, raise_storage_error, short_write
 from .idle_release import RELEASER
 from .recovery import recover_partition
 from .retention import apply_retention
@@ -89,8 +95,11 @@ class PartitionLog:
         self.config = config
         self.partition = partition
         self._segment_bytes = config.segment_bytes
-        directory.mkdir(parents=True, exist_ok=True)
-        self._head_fd = os.open(directory / "head", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._head_fd = _open_head(directory / "head")
+        except OSError as error:
+            raise_storage_error(error, directory / "head", "creating the head")
         stat = os.fstat(self._head_fd)
         self._identity = (stat.st_dev, stat.st_ino)
         self._held = False  # exclusive: keep the lock until close()
@@ -110,6 +119,8 @@ class PartitionLog:
         # _known_due = -1 means "not known": read the mapping (the slow path).
         self._known_end = self._known_next = 0
         self._known_due = -1
+        # A failed write whose leftovers could not be cut at once: the next write cuts them.
+        self._cut_pending = False
         self._open_and_recover()
 
     def _open_and_recover(self) -> None:
@@ -262,7 +273,10 @@ class PartitionLog:
         head, upgrade a legacy partition. Hold the lock."""
         fields, legacy = self.read_head_for_recovery()
         self._unseal()
-        head = recover_partition(self.directory, self.config, fields, legacy)
+        try:
+            head = recover_partition(self.directory, self.config, fields, legacy)
+        except OSError as error:
+            raise_storage_error(error, self.directory, "recovering the partition")
         self._publish(*head)
         self._head[:_FIELDS_AT] = HEAD_MAGIC
         apply_retention(self.directory, self.config, head[0])
@@ -351,11 +365,17 @@ class PartitionLog:
         threads.acquire()
         try:
             end = self._known_end
-            stop = end + len(record)
+            size = len(record)
+            stop = end + size
             if end < self._known_due and stop <= self._segment_bytes:
-                _pwrite(self._segment_fd, record, end)
-                if sync:
-                    os.fdatasync(self._segment_fd)
+                try:
+                    written = _pwrite(self._segment_fd, record, end)
+                    if sync and written == size:
+                        os.fdatasync(self._segment_fd)
+                except OSError as error:
+                    self._write_failed(error, end, None)
+                if written != size:
+                    self._write_failed(None, end, None, written, size)
                 offset = self._known_next
                 self._known_end = stop
                 self._known_next = following = offset + 1
@@ -376,16 +396,31 @@ class PartitionLog:
     ) -> int:
         self._known_due = -1  # not known until this write is whole (it may raise half-way)
         base, end, next_offset, _, next_index = HEAD_FIELDS.unpack_from(self._head, _FIELDS_AT)
-        if end and end + len(data) > self._segment_bytes:
-            base, end, _, next_index = self._roll(next_offset, end, durable_roll)
-        if base != self._segment_base:
-            self._open_segment(base)
-        os.pwrite(self._segment_fd, data, end)
-        if end + positions[-1] >= next_index:
-            next_index = self._add_index_entries(base, end, next_offset, positions, timestamp_us)
-        if sync:
-            os.fdatasync(self._segment_fd)
-        end += len(data)
+        try:
+            if end and end + len(data) > self._segment_bytes:
+                base, end, _, next_index = self._roll(next_offset, end, durable_roll)
+            if base != self._segment_base:
+                self._open_segment(base)
+            if self._cut_pending:
+                self._cut_back(end)
+        except OSError as error:
+            raise_storage_error(error, self.directory, "rolling the segment")
+        index = HEAD_FIELDS.unpack_from(self._head, _FIELDS_AT)[3:]  # as before this write
+        size = len(data)
+        try:
+            written = os.pwrite(self._segment_fd, data, end)
+            if written == size:
+                if end + positions[-1] >= next_index:
+                    next_index = self._add_index_entries(
+                        base, end, next_offset, positions, timestamp_us
+                    )
+                if sync:
+                    os.fdatasync(self._segment_fd)
+        except OSError as error:
+            self._write_failed(error, end, index)
+        if written != size:
+            self._write_failed(None, end, index, written, size)
+        end += size
         next_offset += len(positions)
         END_AND_NEXT.pack_into(self._head, _END_AT, end, next_offset)
         self._known_end, self._known_next, self._known_due = end, next_offset, next_index
@@ -408,9 +443,46 @@ class PartitionLog:
         data = b"".join(entries)
         if not index_bytes:  # a new index file: its magic first
             data = INDEX_MAGIC + data
-        os.pwrite(self._index_fd, data, index_bytes)
+        try:
+            written = os.pwrite(self._index_fd, data, index_bytes)
+        except OSError as error:
+            raise_storage_error(error, index_path(self.directory, base), "indexing")
+        if written != len(data):
+            raise short_write(index_path(self.directory, base), "indexing", written, len(data))
         struct.pack_into("<qq", self._head, _END_AT + 16, index_bytes + len(data), due)
         return due
+
+    def _write_failed(
+        self,
+        error: OSError | None,
+        end: int,
+        index: tuple[int, int] | None,
+        written: int = 0,
+        size: int = 0,
+    ) -> NoReturn:
+        """A write at ``end`` that raised ``error`` or wrote ``written`` of ``size`` bytes
+        (a full disk): cut what it left, and raise. The head's end did
+        not move, so nothing of it is acknowledged; ``index`` is the head's (index bytes,
+        next index) before the write, put back before the files are cut."""
+        self._known_due = -1
+        path = segment_path(self.directory, self._segment_base)
+        if index is not None:
+            struct.pack_into("<qq", self._head, _END_AT + 16, *index)
+        try:
+            self._cut_back(end)
+        except OSError:
+            self._cut_pending = True  # cut before the next write, or by recovery
+        if error is None:
+            raise short_write(path, "appending records", written, size)
+        raise_storage_error(error, path, "appending records")
+
+    def _cut_back(self, end: int) -> None:
+        """Cut the active segment back to the committed end ``end``, and its index to the
+        head's index bytes (shrinking needs no space). Whole records a failed write left
+        there must go: recovery would take them for a dead writer's and keep them."""
+        os.ftruncate(self._segment_fd, end)
+        os.ftruncate(self._index_fd, HEAD_FIELDS.unpack_from(self._head, _FIELDS_AT)[3])
+        self._cut_pending = False
 
     def _open_segment(self, base: int) -> None:
         self.close_files()
@@ -450,7 +522,7 @@ class PartitionLog:
                 # EBADF: a roll closed it meanwhile (from the fsync batcher's thread); a roll
                 # syncs the segment it seals. Any other error is a failed sync: report it.
                 if exc.errno != errno.EBADF:
-                    raise
+                    raise_storage_error(exc, self.directory, "syncing the active segment")
 
     def close_files(self) -> None:
         """Close the segment and index files (the head stays open)."""
@@ -469,6 +541,25 @@ class PartitionLog:
             self._head.close()
             os.close(self._head_fd)
             self._head_fd = -1
+
+
+def _open_head(path: Path) -> int:
+    """Open a partition's head, creating it first as a page of zeros that was written.
+
+    A page that only ``ftruncate`` made has no storage behind it: on a full disk the first
+    store into its mapping would kill the process with SIGBUS. Written bytes have storage
+    (or the write fails with ENOSPC: StorageFullError). The page is linked into place whole,
+    so a concurrent opener never maps a short file.
+    """
+    try:
+        return os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        pass
+    try:
+        write_file_atomically(path, bytes(mmap.PAGESIZE), fsync=False, exclusive=True)
+    except FileExistsError:
+        pass  # another opener created it first
+    return os.open(path, os.O_RDWR)
 
 
 def check_head(page: bytes) -> tuple[HeadFields | None, bool]:

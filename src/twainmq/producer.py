@@ -127,7 +127,9 @@ class Producer:
         """Append ``message`` under ``key``; return the partition and offset it landed at.
 
         ``partition`` overrides the partitioner. Raises InvalidKeyError, MessageTooLargeError,
-        MessageTypeError or UnregisteredMessageTypeError (nothing is written then).
+        MessageTypeError or UnregisteredMessageTypeError (nothing is written then), and
+        StorageFullError or StorageIOError when the disk refuses the write (retriable: nothing
+        of it is kept, and the same call can be made again once the disk takes writes).
         """
         # The hot path of single writes (see docs/design.md, "Where a single write's time
         # goes"): one dict lookup for the key's route, the record framed inline (the bytes of
@@ -173,7 +175,10 @@ class Producer:
         Offsets come as ranges: one per partition, unless another producer wrote to the
         partition between two of this batch's chunks (a chunk is about 1 MiB). Within a
         partition, offsets follow the order given. Each message is checked before its chunk
-        is written; an invalid one raises, and earlier chunks stay written.
+        is written; an invalid one raises, and earlier chunks stay written. So does a chunk
+        the disk refuses (StorageFullError, StorageIOError: retriable): nothing of that chunk
+        is kept, earlier chunks (and other partitions' shares) are, and a retry of the whole
+        batch writes those again.
         """
         self._check_open()
         stamp = time.time_ns() // 1000

@@ -17,6 +17,11 @@ An append (one commit call, any number of partitions) is::
 So a member frozen (SIGSTOP) in the middle of a commit blocks no one; a member frozen while
 compacting (milliseconds, once per ~10k commits) holds the others' commits until it resumes
 or dies. Readers take no lock: they read the file whole (compaction keeps it small).
+
+A write the disk refuses (ENOSPC, EDQUOT, EIO, or a short write) fails the commit with
+``StorageFullError``/``StorageIOError`` (retriable). A short write leaves a torn record,
+which replay skips like a killed writer's; it is not cut off, since other appenders may have
+appended after it (appends take only a shared lock).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import os
 import threading
 
 from twainmq.atomic_files import fsync_directory, write_file_atomically
+from twainmq.errors import raise_storage_error, short_write
 from twainmq.groups.commit_log_format import (
     HEADER_BYTES,
     Entry,
@@ -118,10 +124,12 @@ class CommitLog:
         with self._thread_lock:
             fd, key = self._locked_fd()
             try:
-                _write_all(fd, record)
+                _write_all(fd, record, self._paths)
                 end = os.lseek(fd, 0, os.SEEK_CUR)
                 assert self._header_fd is not None
-                _raise_header(self._header_fd, end, None)
+                _raise_header(self._header_fd, end, None, self._paths)
+            except OSError as error:
+                raise_storage_error(error, self._paths.commit_log, "appending a commit")
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
             self._last = (key, end)
@@ -291,12 +299,14 @@ def _sync_log(paths: GroupPaths, key: tuple[int, int], target: int) -> None:
         except LogFormatError:
             pass  # a header being rewritten, or damage a reader reports: sync anyway
         os.fdatasync(fd)
-        _raise_header(fd, target, target)
+        _raise_header(fd, target, target, paths)
+    except OSError as error:
+        raise_storage_error(error, paths.commit_log, "syncing commits")
     finally:
         os.close(fd)
 
 
-def _raise_header(fd: int, end: int, synced: int | None) -> None:
+def _raise_header(fd: int, end: int, synced: int | None, paths: GroupPaths) -> None:
     """Raise the header's end (and synced) to at least the given positions. Not locked: two
     writers racing can leave the smaller of their values, still a true lower bound."""
     try:
@@ -305,7 +315,10 @@ def _raise_header(fd: int, end: int, synced: int | None) -> None:
         return  # a header being rewritten by another writer, or damage readers report
     new_synced = old_synced if synced is None else max(old_synced, synced)
     if end > old_end or new_synced > old_synced:
-        os.pwrite(fd, encode_header(max(old_end, end), new_synced), 0)
+        header = encode_header(max(old_end, end), new_synced)
+        written = os.pwrite(fd, header, 0)  # in place: only a failing disk cuts it short
+        if written != len(header):
+            raise short_write(paths.commit_log, "raising the header", written, len(header))
 
 
 _syncers: dict[tuple[int, int], _Syncer] = {}
@@ -322,12 +335,12 @@ def _syncer(key: tuple[int, int]) -> _Syncer:
         return found
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes, paths: GroupPaths) -> None:
     # A short write (full disk) leaves a torn record that readers skip; the rest goes after
     # it as its own bytes would not parse: fail instead of writing half a commit twice.
     written = os.write(fd, data)
     if written != len(data):
-        raise OSError(f"short write to the commit log ({written} of {len(data)} bytes)")
+        raise short_write(paths.commit_log, "appending a commit", written, len(data))
 
 
 def _damaged(paths: GroupPaths, exc: LogFormatError) -> GroupFileCorruptError:

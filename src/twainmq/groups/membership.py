@@ -19,6 +19,7 @@ import socket
 import time
 from typing import Any
 
+from twainmq.errors import raise_storage_error, short_write
 from twainmq.groups.layout import GroupPaths
 from twainmq.groups.locking import try_lock
 
@@ -51,8 +52,21 @@ class MemberFile:
         fd = try_lock(self.path)
         if fd is None:
             raise RuntimeError(f"member file {self.path} is already locked")
-        os.write(fd, json.dumps(self.info).encode())
         self._fd: int | None = fd
+        try:
+            self._write_info(json.dumps(self.info).encode())
+        except BaseException:
+            self.release()  # not joined: the file goes
+            raise
+
+    def _write_info(self, data: bytes) -> None:
+        assert self._fd is not None
+        try:
+            written = os.write(self._fd, data)
+        except OSError as error:
+            raise_storage_error(error, self.path, "writing the member file")
+        if written != len(data):  # a full disk: StorageFullError, retriable
+            raise short_write(self.path, "writing the member file", written, len(data))
 
     def heartbeat(self) -> None:
         """Mark this member as making progress (sets the file's mtime to now)."""

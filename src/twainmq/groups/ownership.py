@@ -2,7 +2,8 @@
 
 The lock file also names its holder, written right after the lock is taken,
 so the coordinator can tell whose lock an expelled (hung) member still holds
-and move that partition to a new epoch (see ``coordinator``).
+and move that partition to a new epoch (see ``coordinator``). A name the disk refuses (full,
+failing) is not left half written: the lock is let go at once and taken at a later try.
 """
 
 from __future__ import annotations
@@ -29,14 +30,25 @@ class PartitionLocks:
         return self._epochs
 
     def try_acquire(self, partition: int, epoch: int) -> bool:
-        """Take ``partition`` in ``epoch`` if nobody holds it; True on success."""
+        """Take ``partition`` in ``epoch`` if nobody holds it; True on success.
+
+        False too when the disk refuses the holder's name (full, failing): a lock naming a
+        cut-short id would look held by a stranger, never fenced. It is let go, empty, and
+        the caller tries again at its next check, as for a lock held elsewhere."""
         if partition in self._held:
             return self._held[partition][0] == epoch
         fd = try_lock(self._paths.partition_lock(partition, epoch))
         if fd is None:
             return False
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, self.member_id.encode(), 0)
+        name = self.member_id.encode()
+        try:
+            os.ftruncate(fd, 0)
+            written = os.pwrite(fd, name, 0)
+        except OSError:
+            written = -1
+        if written != len(name):
+            _let_go_empty(fd)
+            return False
         self._held[partition] = (epoch, fd)
         self._epochs[partition] = epoch
         return True
@@ -52,6 +64,14 @@ class PartitionLocks:
         """Let go of every partition."""
         for partition in list(self._held):
             self.release(partition)
+
+
+def _let_go_empty(fd: int) -> None:
+    try:
+        os.ftruncate(fd, 0)  # shrinking needs no space
+    except OSError:
+        pass  # a part of the name stays: it is free once closed, and the next holder's
+    os.close(fd)  # truncates it first
 
 
 def lock_holder(paths: GroupPaths, partition: int, epoch: int) -> str | None:

@@ -21,6 +21,9 @@ Features
       `status()` and, in `consume` mode, does not hold back `exhausted`. A publisher that
       opens a file ending in such a fragment first terminates it, so a new record never
       glues onto it. Records that cannot be decoded are logged and skipped.
+    - A send the disk refuses (full: ENOSPC, EDQUOT, a short write; failing: EIO) raises
+      `FileStorageError` (retriable, also an `OSError`) and is taken back: the file is cut
+      to where that send began, so nothing of it is left for the next send to glue onto.
     - `nack` rewinds to the nacked batch: it and everything after it is delivered again.
     - `raw` records carry no id: theirs is derived from the file and the byte offset, so a
       redelivered record keeps its id. ``MQB_SOURCE_METADATA=1`` adds

@@ -1,15 +1,25 @@
-"""The `file` output: appends records to a file it keeps open."""
+"""The `file` output: appends records to a file it keeps open.
+
+A send is one ``write`` of its records. A write the disk refuses (ENOSPC, EDQUOT, EIO) or cuts
+short (a full disk) is taken back: the file is cut to where that send began, so no fragment is
+left for the next send to glue onto, and the send raises `FileStorageError` (retriable: a route
+holds the messages and sends them again once the disk takes writes). Records buffered by
+single sends (`linger_ms`) stay buffered when their write is refused and go out with the
+next write that succeeds.
+"""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import stat
 import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
 
@@ -30,13 +40,31 @@ from mq_bridge.message import (
     normalize_message_id,
 )
 
-__all__ = ["Appender", "FileOutput"]
+__all__ = ["Appender", "FileOutput", "FileStorageError"]
 
 log = logging.getLogger(__name__)
 
 _orjson_dumps = orjson.dumps
 _NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
 _BUFFER_LIMIT = 1 << 16  # buffered bytes that trigger a write without waiting for linger
+_STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
+
+
+class FileStorageError(EndpointError, OSError):
+    """The disk refused a write to the file: full (``ENOSPC``, ``EDQUOT``, or a write cut
+    short) or failing (``EIO``). Nothing of that send is left in the file. Retriable; also an
+    ``OSError`` (``path``, ``errno``), as the error it replaces was."""
+
+    retriable = True
+
+    def __init__(self, path: Path, code: int, detail: str) -> None:
+        name = errno.errorcode.get(code, str(code))
+        super().__init__(
+            f"file:{path}: write refused ({name}, {detail}); nothing of this send is in the"
+            " file: retry once the disk takes writes"
+        )
+        self.path = path
+        self.errno = code
 
 
 class FileOutput(OutputEndpoint):
@@ -137,7 +165,8 @@ class Appender:
     bytes and written with one `write` call: that is what makes one-message-at-a-time
     publishing fast. The buffered items are encoded records (bytes, which the cyclic GC
     does not track). A batch (`write_through`) goes out with whatever is buffered before
-    it returns. A failed background write is raised by the next call.
+    it returns. A failed background write is raised by the next call (refused by the
+    disk, its records stay buffered for the next write).
     """
 
     def __init__(self, options: FileOptions) -> None:
@@ -152,6 +181,9 @@ class Appender:
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._fd = _open_for_append(options.file_path, options.delimiter_bytes)
+        # A pipe or a terminal cannot be cut back: a short write there is finished instead.
+        self._regular = stat.S_ISREG(os.fstat(self._fd).st_mode)
+        self._fragment: tuple[int, int] | None = None  # (start, end) of a refused write
         if self._buffered:
             threading.Thread(
                 target=self._flush_periodically, name="file-appender", daemon=True
@@ -162,15 +194,16 @@ class Appender:
         with self._lock:
             if self._fd < 0 or self._error is not None:
                 self._check()
-            pending = self._pending
-            pending.append(record)
             if not self._buffered:
-                self._write(b"")
+                self._write(record)
                 return
+            pending = self._pending
+            if self._pending_bytes + len(record) >= _BUFFER_LIMIT:
+                self._write(record)  # refused: the caller's record is not kept
+                return
+            pending.append(record)
             self._pending_bytes += len(record)
-            if self._pending_bytes >= _BUFFER_LIMIT:
-                self._write(b"")
-            elif len(pending) == 1:
+            if len(pending) == 1:
                 self._wake.set()
 
     def write_through(self, data: bytes) -> None:
@@ -197,7 +230,7 @@ class Appender:
             if self._fd < 0:
                 return
             try:
-                if self._pending and self._error is None:
+                if self._pending:
                     self._write(b"")
                 if self._options.fsync != "off":
                     self._sync()
@@ -213,23 +246,81 @@ class Appender:
             raise error
 
     def _write(self, data: bytes) -> None:
-        """Write pending records plus `data` (lock held), then fsync as the policy says."""
-        if self._pending:
-            data = b"".join(self._pending) + data
+        """Write pending records plus `data` (lock held), then fsync as the policy says.
+
+        Refused (`FileStorageError`), the file is as it was: the pending records, which their
+        senders were told are buffered, stay pending; `data` is the caller's to send again.
+        """
+        if self._fragment is not None:
+            self._remove_fragment()
+        pending = self._pending
+        self._write_once(b"".join(pending) + data if pending else data)
+        if pending:
             self._pending = []
             self._pending_bytes = 0
-        _write_all(self._fd, data)
         self._unsynced = True
         policy = self._options.fsync
         if policy == "off":
             return
         due = time.monotonic() - self._last_sync >= self._options.fsync_interval
         if policy != "periodic" or due:
-            self._sync()
+            try:
+                self._sync()
+            except FileStorageError:
+                self._take_back(len(data))  # not on disk: this send failed (not the buffered)
+                raise
+
+    def _write_once(self, data: bytes) -> None:
+        """Append `data` with one write. A write the disk refuses or cuts short leaves
+        nothing behind (`_take_back`) and raises FileStorageError."""
+        path = self._options.file_path
+        try:
+            written = os.write(self._fd, data)
+        except OSError as error:
+            _raise_refused(path, error)
+        if written == len(data):
+            return
+        if not self._regular:  # a pipe: no position to cut back to; finish the record
+            _write_rest(self._fd, memoryview(data)[written:])
+            return
+        self._take_back(written)
+        raise FileStorageError(path, errno.ENOSPC, f"wrote {written} of {len(data)} bytes")
+
+    def _take_back(self, count: int) -> None:
+        """Cut the last `count` bytes this appender wrote (the fragment of a refused send),
+        unless another process appended after them. A cut that fails is retried before the
+        next write, which never goes after a fragment."""
+        if not self._regular or not count:
+            return
+        end = os.lseek(self._fd, 0, os.SEEK_CUR)  # O_APPEND: just after our last write
+        self._fragment = (end - count, end)
+        self._remove_fragment()
+
+    def _remove_fragment(self) -> None:
+        assert self._fragment is not None
+        start, end = self._fragment
+        path = self._options.file_path
+        try:
+            if os.fstat(self._fd).st_size != end:
+                log.warning(
+                    "file:%s: another writer appended after a refused write of ours; its %d "
+                    "bytes at %d stay",
+                    path,
+                    end - start,
+                    start,
+                )
+            else:
+                os.ftruncate(self._fd, start)  # shrinking needs no space
+        except OSError as error:
+            _raise_refused(path, error)  # still there: the next write tries again
+        self._fragment = None
 
     def _sync(self) -> None:
         if self._unsynced:
-            os.fsync(self._fd)
+            try:
+                os.fsync(self._fd)
+            except OSError as error:
+                _raise_refused(self._options.file_path, error)
             self._unsynced = False
         self._last_sync = time.monotonic()
 
@@ -245,6 +336,9 @@ class Appender:
                     lost = len(self._pending)
                     try:
                         self._write(b"")
+                    except FileStorageError as error:  # still pending: tried again later
+                        self._error = error  # raised once by the caller's next call
+                        self._wake.set()
                     except Exception as error:  # kept for the caller's next call
                         self._error = EndpointError(
                             f"writing {lost} buffered record(s) to {self._options.file_path} "
@@ -265,13 +359,22 @@ def _open_for_append(path: Path, delimiter: bytes) -> int:
     if size and os.pread(fd, len(delimiter), max(0, size - len(delimiter))) != delimiter:
         # Without this, our first record would glue onto the fragment and both be lost.
         log.warning("file:%s ends without a delimiter; terminating that last record", path)
-        _write_all(fd, delimiter)
+        try:
+            _write_rest(fd, memoryview(delimiter))
+        except OSError as error:
+            os.close(fd)
+            _raise_refused(path, error)
     return fd
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    written = os.write(fd, data)
-    if written < len(data):  # rare (disk full, signals): finish the record
-        view = memoryview(data)[written:]
-        while view:
-            view = view[os.write(fd, view) :]
+def _write_rest(fd: int, view: memoryview) -> None:
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _raise_refused(path: Path, error: OSError) -> NoReturn:
+    """Raise `error` as a FileStorageError when the disk refused (full, failing), else as
+    it is. Call it where `error` is handled."""
+    if error.errno not in _STORAGE_ERRNOS or isinstance(error, FileStorageError):
+        raise error
+    raise FileStorageError(path, error.errno, error.strerror or os.strerror(error.errno)) from error

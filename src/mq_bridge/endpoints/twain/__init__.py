@@ -8,7 +8,9 @@ Features
       key is chosen and for the envelope that keeps the message's id and metadata; a plain
       twainmq consumer reads the record as bytes). A batch (`send`, what routes use) is
       written with one `write_messages` call before `send` returns, so a route acks its
-      source only once the records are in the log.
+      source only once the records are in the log. A write the store's disk refuses (full,
+      failing) raises `TwainStorageError` (retriable): a route holds the batch and retries
+      it until the disk takes writes again.
     - Input: reads through a twainmq consumer group. `ack` commits the batch's offsets (the
       next offset to read per partition, Kafka's meaning; acks follow receive order), `nack`
       seeks back so the batch and what follows it come again, closing without an ack hands

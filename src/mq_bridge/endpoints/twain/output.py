@@ -1,10 +1,19 @@
-"""The `twain` output: a twainmq producer writing to the topic."""
+"""The `twain` output: a twainmq producer writing to the topic.
+
+A write the store's disk refuses (twainmq's `StorageFullError`, `StorageIOError`: full or
+failing; nothing of it was kept) raises `TwainStorageError`, which is retriable: a route holds
+the messages and sends them again once the disk takes writes. Of a batch split over several
+partitions or chunks, the parts written before the refusal stay, so a retry may write them
+twice (at least once, never lost).
+"""
 
 from __future__ import annotations
 
+import errno
 import threading
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 from mq_bridge.endpoints.base import EndpointStatus, OutputEndpoint
 from mq_bridge.endpoints.twain.codec import encode_envelope, key_function
@@ -12,7 +21,22 @@ from mq_bridge.endpoints.twain.options import TwainOptions, open_store
 from mq_bridge.errors import ClosedError, EndpointError, SendError
 from mq_bridge.message import Message
 
-__all__ = ["TwainOutput"]
+__all__ = ["TwainOutput", "TwainStorageError"]
+
+_STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
+
+
+class TwainStorageError(EndpointError, OSError):
+    """The store's disk refused a write (full or failing): retriable. Also an ``OSError``
+    with the ``errno`` and the ``path`` of the file refused (as twainmq's error names them).
+    """
+
+    retriable = True
+
+    def __init__(self, target: str, error: OSError) -> None:
+        super().__init__(f"{target}: write refused: {error}")
+        self.errno = error.errno
+        self.path = Path(str(getattr(error, "path", None) or error.filename or ""))
 
 
 class TwainOutput(OutputEndpoint):
@@ -66,7 +90,7 @@ class TwainOutput(OutputEndpoint):
                     if self._options.fsync == "batch":
                         producer.flush()
             except OSError as error:
-                raise EndpointError(f"{self.describe()}: write failed: {error}") from error
+                self._failed(error)
         if failures:
             raise SendError(failures)
 
@@ -77,8 +101,18 @@ class TwainOutput(OutputEndpoint):
             self._open()
             raise self._too_large(record)
         key = self._key_of(message)
-        with self._lock:
-            self._open().write_message(key, record)
+        try:
+            with self._lock:
+                self._open().write_message(key, record)
+        except OSError as error:
+            self._failed(error)
+
+    def _failed(self, error: OSError) -> NoReturn:
+        """Raise a failed write's error: retriable when the disk refused it (twainmq's
+        StorageError says so; a bare OSError by its errno), else an EndpointError."""
+        if getattr(error, "retriable", False) or error.errno in _STORAGE_ERRNOS:
+            raise TwainStorageError(self.describe(), error) from error
+        raise EndpointError(f"{self.describe()}: write failed: {error}") from error
 
     def _too_large(self, record: bytes) -> EndpointError:
         return EndpointError(
