@@ -234,3 +234,19 @@ def test_an_input_closed_then_connected_again_reads_on(case):
     assert sorted(m.payload for m in got) == [b"m0", b"m1"]
     source.close()
     output.close()
+
+
+def test_an_output_closed_then_connected_again_sends_on(case):
+    """A route reconnects an unreachable output with close() then connect() (the delivery
+    rule, docs/delivery.md): it must send on. An output that refused to open again held its
+    route forever after the first broker restart."""
+    source = open_input(case) if case.live else None
+    output = open_output(case)
+    output.close()
+    output.connect()
+    source = source or open_input(case)
+    with sending(case, lambda: output.send(sample(2)), output.flush):
+        got = messages_of(receive_n(source, 2, ack=case.settles_sends))
+    assert sorted(m.payload for m in got) == [b"m0", b"m1"]
+    source.close()
+    output.close()

@@ -64,8 +64,7 @@ class AmqpOutput(OutputEndpoint):
 
     def connect(self) -> None:
         with self._lock:
-            if self._closed:
-                raise ClosedError(f"{self.describe()} is closed")
+            self._closed = False  # a closed output opens again: the route's reconnect
             if self._lease is None:
                 self._lease = acquire(self._options, self._context)
             self._open_channel()
@@ -231,8 +230,9 @@ class AmqpOutput(OutputEndpoint):
             self._closed = True
             channel, self._channel = self._channel, None
             lease, self._lease = self._lease, None
-        if self._direct is not None:
-            self._direct.close()
+            direct, self._direct = self._direct, None
+        if direct is not None:
+            direct.close()
         if channel is not None:
             channel.close()
         if lease is not None:

@@ -79,8 +79,7 @@ class FileOutput(OutputEndpoint):
     def connect(self) -> None:
         if self._appender is not None:
             return
-        if self._closed:
-            raise ClosedError(f"{self.describe()} is closed")
+        self._closed = False  # a closed output opens again: the route's reconnect
         self._appender = Appender(self._options)
         self._append = self._appender.append
         # Flushes what single sends left buffered if the publisher is collected or the

@@ -32,6 +32,9 @@ class MemoryOutput(OutputEndpoint):
         if not self._request_reply:  # the publisher hot path: one call less per message
             self.send_one = functools.partial(topic.queue.put_within, self._send_timeout)  # type: ignore[method-assign]
 
+    def connect(self) -> None:
+        self._closed = False  # a closed output opens again: the route's reconnect
+
     def send_one(self, message: Message) -> None:
         self.send((message,))
 

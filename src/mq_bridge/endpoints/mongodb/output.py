@@ -61,8 +61,7 @@ class MongoDbOutput(OutputEndpoint):
 
     def connect(self) -> None:
         with self._lock:
-            if self._closed:
-                raise ClosedError(f"{self.describe()} is closed")
+            self._closed = False  # a closed output opens again: the route's reconnect
             if self._lease is not None:
                 return
             lease = acquire(self._options, self._context)
