@@ -4,7 +4,8 @@ One case, on a timeline::
 
     producer  n=0,1,2 ... (every send that returned is "acknowledged at the source") ...... stop
     route     mq-bridge run faults.yaml --handler tests.faults.handlers:pass_through ...... TERM
-    broker    up ......... down (SIGTERM, ~3 s) ......... up (t_up)  [kill -9 route, run again]
+    broker    up ......... down (SIGTERM, ~3 s) ......... up (t_up)
+    [kill]                   once the route delivered again: kill -9 it, run a new one
     sink      counts each number it reads, and when it first saw it ....... drained: lost == 0?
 
 - `RouteProcess` is a real ``mq-bridge run`` subprocess (the console script, from the repo
@@ -34,8 +35,9 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import yaml
 
@@ -80,10 +82,12 @@ def route_file(path: Path, input: dict[str, Any], output: dict[str, Any], **opti
 class RouteProcess:
     """``mq-bridge run CONFIG --handler tests.faults.handlers:pass_through``."""
 
-    def __init__(self, config: Path, log: Path) -> None:
+    def __init__(self, config: Path, log: Path, handler: str | None = HANDLER) -> None:
         script = Path(sys.executable).with_name("mq-bridge")
         program = [str(script)] if script.exists() else [sys.executable, "-m", "mq_bridge"]
-        command = [*program, "run", str(config), "--handler", HANDLER, "--progress-interval", "1"]
+        command = [*program, "run", str(config), "--progress-interval", "1"]
+        if handler is not None:  # None: the route forwards unchanged, with no handler stage
+            command += ["--handler", handler]
         self.log = log
         with log.open("wb") as out:
             self.process = subprocess.Popen(
@@ -236,6 +240,14 @@ class Sink(_Worker):
             self.seen[number] += 1
 
 
+class Sent(NamedTuple):
+    """A number acknowledged at the source: its message id (32 hex digits) and when its send
+    returned (time.monotonic)."""
+
+    id: str
+    acked_at: float
+
+
 @dataclass
 class Figures:
     """What one case measured (the JSON lines record of $FAULTS_REPORT)."""
@@ -250,6 +262,8 @@ class Figures:
     recovery_seconds: float | None = None
     outage_seconds: float = 0.0
     route_killed: bool = False
+    #: killed cases: whether the first route delivered again by itself before its kill -9
+    recovered_before_kill: bool | None = None
     route_exits: list[int] = field(default_factory=list)  # routes that ended unasked: status
     final_status: int | None = None  # the last route's exit status after SIGTERM (3: dropped)
     lost_examples: list[int] = field(default_factory=list)
@@ -261,6 +275,8 @@ class Figures:
     def line(self) -> str:
         recovery = "never" if self.recovery_seconds is None else f"{self.recovery_seconds:.2f}s"
         killed = ", route killed -9 and run again" if self.route_killed else ""
+        if self.recovered_before_kill is False:
+            killed = ", route killed -9 (had not recovered within 15s) and run again"
         if self.broker_lost:
             killed += f", {self.broker_lost} more lost by the broker itself"
         ended = f", route(s) ended unasked with {self.route_exits}" if self.route_exits else ""
@@ -277,14 +293,15 @@ def measure(
     sink: Sink,
     t_up: float,
     first_after: int,
-    broker_lost: Callable[[dict[int, str]], set[int]] = lambda ids: set(),
+    broker_lost: Callable[[dict[int, Sent]], set[int]] = lambda missing: set(),
 ) -> Figures:
     """The figures: `first_after` is the first number sent once the broker was going down;
-    `broker_lost` picks, from the missing numbers (and their ids), those the broker lost."""
+    `broker_lost` picks, from the missing numbers, those the broker itself lost."""
     acked = set(producer.acked)
     received = set(sink.seen)
     missing = acked - received
-    by_broker = broker_lost({n: producer.ids[n] for n in missing}) if missing else set()
+    sent = {n: Sent(producer.ids[n], producer.acked_at[n]) for n in missing}
+    by_broker = broker_lost(sent) if missing else set()
     lost = sorted(missing - by_broker)
     arrivals = [at for n, at in sink.first_seen.items() if n >= first_after and at >= t_up]
     return Figures(
@@ -306,11 +323,12 @@ def drain(producer: NumberedProducer, sink: Sink, timeout: float, stall: float) 
     """Wait until the sink saw every acknowledged number, nothing new came for `stall`
     seconds, or `timeout` passed."""
     acked = set(producer.acked)
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = started + timeout
     while time.monotonic() < deadline:
         if acked <= sink.first_seen.keys():
             return
-        if time.monotonic() - sink.last_new > stall:
+        if time.monotonic() - max(sink.last_new, started) > stall:
             return
         time.sleep(0.1)
 
@@ -342,6 +360,7 @@ class Side(Protocol):
     """What a case needs of a broker or the twain log (see tests/faults/sides.py)."""
 
     name: str
+    down_seconds: float
 
     def input(self) -> dict[str, Any]: ...
     def output(self) -> dict[str, Any]: ...
@@ -350,7 +369,7 @@ class Side(Protocol):
     def start(self) -> None: ...
     def prepare(self, role: str) -> None: ...
     def restart(self, down_seconds: float) -> float: ...
-    def lost_by_broker(self, role: str, ids: dict[int, str]) -> set[int]: ...
+    def lost_by_broker(self, role: str, missing: dict[int, Sent]) -> set[int]: ...
     def log_tail(self) -> str: ...
 
 
@@ -358,7 +377,8 @@ class Side(Protocol):
 class Plan:
     """The timeline of a case (seconds) and the producer's rate (messages a second)."""
 
-    down_seconds: float = 3.0
+    #: None: the broker side's own (`Side.down_seconds`, 3 s but for RabbitMQ)
+    down_seconds: float | None = None
     before_seconds: float = 2.0
     after_seconds: float = 3.0
     rate: float = 250.0
@@ -369,6 +389,7 @@ class Plan:
     #: drained when no new number reached the sink for this long
     stall_seconds: float = 6.0
     route_options: dict[str, Any] = field(default_factory=dict)
+    handler: str | None = HANDLER
 
 
 @dataclass
@@ -385,12 +406,14 @@ def run_case(
 ) -> Outcome:
     """Run one case: the broker as the route's `role` (input/output), twain the other side."""
     source, target = (broker, twain) if role == "input" else (twain, broker)
+    down_seconds = broker.down_seconds if plan.down_seconds is None else plan.down_seconds
     started = time.monotonic()
     routes: list[RouteProcess] = []
     producer = NumberedProducer(source.publisher(), plan.rate)
     sink = Sink(target.sink())
     t_down = t_up = started
     first_after = 0
+    recovered_before_kill: bool | None = None
     try:
         twain.start()
         if not plan.late_start:
@@ -400,21 +423,22 @@ def run_case(
             work / "faults.yaml", source.input(), target.output(), **plan.route_options
         )
         sink.start()
-        routes.append(RouteProcess(config, work / "route-1.log"))
+        routes.append(RouteProcess(config, work / "route-1.log", plan.handler))
         producer.start()
         if plan.late_start:
             t_down = time.monotonic()
-            time.sleep(plan.down_seconds)
+            time.sleep(down_seconds)
             broker.start()
             t_up = time.monotonic()
         else:
             _wait_for_flow(sink, routes[0])
             time.sleep(plan.before_seconds)
             t_down, first_after = time.monotonic(), producer.next_number
-            t_up = broker.restart(plan.down_seconds)
-        if plan.kill_route:
+            t_up = broker.restart(down_seconds)
+        if plan.kill_route:  # once the route recovered by itself (a kill must not hide that)
+            recovered_before_kill = _wait_for_recovery(sink, first_after, t_up)
             routes[-1].kill()
-            routes.append(RouteProcess(config, work / "route-2.log"))
+            routes.append(RouteProcess(config, work / "route-2.log", plan.handler))
         _wait_for_after(producer, t_up, plan.after_seconds)
         producer.stop()
         drain(producer, sink, plan.drain_timeout, plan.stall_seconds)
@@ -425,11 +449,12 @@ def run_case(
         final = [route.stop() for route in routes][-1] if routes else None
         sink.stop()
     figures = measure(
-        scenario, producer, sink, t_up, first_after, lambda ids: broker.lost_by_broker(role, ids)
+        scenario, producer, sink, t_up, first_after, partial(broker.lost_by_broker, role)
     )
     down_at = getattr(getattr(broker, "server", None), "down_at", None)  # its port closed
     figures.outage_seconds = round(t_up - (down_at or t_down), 2)
     figures.route_killed = plan.kill_route
+    figures.recovered_before_kill = recovered_before_kill
     figures.route_exits = [r.ended_by_itself for r in routes if r.ended_by_itself is not None]
     figures.final_status = final
     figures.seconds = round(time.monotonic() - started, 1)
@@ -451,6 +476,16 @@ def _wait_for_flow(sink: Sink, route: RouteProcess, timeout: float = 60.0) -> No
         if time.monotonic() > deadline:
             raise AssertionError(f"no message went through in {timeout:.0f}s\n{route.tail()}")
         time.sleep(0.05)
+
+
+def _wait_for_recovery(sink: Sink, first_after: int, t_up: float, timeout: float = 15.0) -> bool:
+    """Until a message sent since the outage began reached the sink after t_up."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(n >= first_after and at >= t_up for n, at in list(sink.first_seen.items())):
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def _wait_for_after(producer: NumberedProducer, t_up: float, seconds: float) -> None:

@@ -233,13 +233,7 @@ class PrivateS3(PrivateServer):
 
     def start(self) -> None:
         super().start()
-        client = self.client()
-        client.create_bucket(Bucket=self.bucket)
-        # Versions keep every object Tansu ever wrote, overwritten ones too: the witness of
-        # what it stored (see PrivateTansu.stored).
-        client.put_bucket_versioning(
-            Bucket=self.bucket, VersioningConfiguration={"Status": "Enabled"}
-        )
+        self.client().create_bucket(Bucket=self.bucket)
 
     def client(self) -> Any:
         import boto3
@@ -298,22 +292,6 @@ class PrivateTansu(PrivateServer):
     @property
     def bootstrap(self) -> str:
         return f"{HOST}:{self.port}"
-
-    def stored(self, topic: str) -> bytes:
-        """Every version of every record object Tansu wrote for `topic`, concatenated (the
-        records uncompressed when the producer sent them so)."""
-        client, bucket = self.storage.client(), self.storage.bucket
-        prefix = f"clusters/tansu_cluster/topics/{topic}/"
-        chunks = []
-        for page in client.get_paginator("list_object_versions").paginate(
-            Bucket=bucket, Prefix=prefix
-        ):
-            for version in page.get("Versions", []):
-                body = client.get_object(
-                    Bucket=bucket, Key=version["Key"], VersionId=version["VersionId"]
-                )["Body"]
-                chunks.append(body.read())
-        return b"".join(chunks)
 
 
 class SharedServer:
