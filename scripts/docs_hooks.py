@@ -12,12 +12,16 @@ Three kinds of page are written from the code, never by hand, so they cannot dri
   and ``reference/middleware/index.md``.
 
 The pages exist only in the built site (``File.generated``); `render_*` are plain functions
-of the schema, so a test can call them without a build.
+of the schema, so a test can call them without a build. A generated page that a hand-written
+page links to has a *stand-in* at its path in docs/ (`render_stand_in`: what the page holds
+and where to read the same without a build), so the link also resolves on GitHub and in a
+checkout; the build replaces the stand-in with the generated page.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import re
@@ -31,6 +35,11 @@ from mkdocs.structure.files import File, Files
 
 #: The nav placeholders that the hook expands into one entry per plugin.
 _SECTIONS = {"endpoint": "reference/endpoints", "middleware": "reference/middleware"}
+#: The first line of a stand-in (see the module docstring).
+STAND_IN = (
+    "<!-- stand-in: the site replaces this file with the page scripts/docs_hooks.py makes -->"
+)
+_REPOSITORY = Path(__file__).resolve().parents[1]
 
 
 def _catalog() -> Any:
@@ -196,6 +205,52 @@ def render_cli_page() -> str:
             os.environ["COLUMNS"] = previous
 
 
+# --- stand-ins -------------------------------------------------------------------------------
+
+
+def generated_pages() -> list[str]:
+    """The path, under docs/, of every page the build generates."""
+    pages = ["reference/cli.md"]
+    for kind, folder in _SECTIONS.items():
+        pages += [f"{folder}/index.md"] + [f"{folder}/{name}.md" for name in _plugins(kind)]
+    return pages
+
+
+def _source_link(path: Path, page: str) -> str:
+    """`path` (a file of the repository) as a Markdown link from docs/`page`."""
+    shown = path.relative_to(_REPOSITORY).as_posix()
+    up = "../" * (page.count("/") + 1)
+    return f"[`{shown}`]({up}{shown})"
+
+
+def render_stand_in(page: str) -> str:
+    """The stand-in of the generated `page` (a path under docs/): one paragraph."""
+    built = f"`site/{page[:-3]}.html`"
+    if page == "reference/cli.md":
+        title, what = "Command line", "the `--help` of every `mq-bridge` and `twainmq` command"
+        elsewhere = "`mq-bridge COMMAND --help` and `twainmq COMMAND --help` print the same."
+    elif page.endswith("/index.md"):
+        kind = "endpoint" if page.startswith(_SECTIONS["endpoint"]) else "middleware"
+        title = f"{'Endpoints' if kind == 'endpoint' else 'Middleware'}: every option"
+        what = f"a list of every registered {kind}, each with a page of its options"
+        elsewhere = "`mq-bridge schema` prints every option of every one as JSON Schema."
+    else:
+        kind = "endpoint" if page.startswith(_SECTIONS["endpoint"]) else "middleware"
+        plugin = _plugins(kind)[page.rsplit("/", 1)[1][:-3]]
+        source = Path(inspect.getsourcefile(plugin.options) or plugin.module.__file__)
+        title = f"`{plugin.name}` ({kind}): every option"
+        what = (
+            f"a table of every option of `{plugin.name}` (type, default, meaning), read from "
+            f"its declaration in {_source_link(source, page)}, and the module's docstring"
+        )
+        elsewhere = f"`mq-bridge schema` prints the same options as `$defs/{plugin.def_name}`."
+    return (
+        f"{STAND_IN}\n# {title}\n\n"
+        f"This page is generated when the site is built (`make docs`, then open {built}): "
+        f"{what}. This file only holds its place in the repository. {elsewhere}\n"
+    )
+
+
 # --- the hooks -------------------------------------------------------------------------------
 
 
@@ -248,15 +303,17 @@ def _replace(nav: Any, target: str, entries: list[dict[str, str]]) -> Any:
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
-    """Add the generated pages to the build."""
+    """Add the generated pages to the build, in place of their stand-ins."""
+    pages = {"reference/cli.md": render_cli_page()}
     for kind, folder in _SECTIONS.items():
         plugins = _plugins(kind)
-        files.append(
-            File.generated(config, f"{folder}/index.md", content=render_index(kind, plugins))
-        )
+        pages[f"{folder}/index.md"] = render_index(kind, plugins)
         for name, plugin in plugins.items():
             guide = _guide(name, config["docs_dir"]) if kind == "endpoint" else None
-            page = render_plugin_page(plugin, guide)
-            files.append(File.generated(config, f"{folder}/{name}.md", content=page))
-    files.append(File.generated(config, "reference/cli.md", content=render_cli_page()))
+            pages[f"{folder}/{name}.md"] = render_plugin_page(plugin, guide)
+    for page, content in pages.items():
+        stand_in = files.get_file_from_path(page)
+        if stand_in is not None:
+            files.remove(stand_in)
+        files.append(File.generated(config, page, content=content))
     return files

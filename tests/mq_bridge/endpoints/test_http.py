@@ -475,3 +475,31 @@ def test_a_handler_failure_that_is_not_retried_is_500() -> None:
     with serving(refuse, port):
         status, _headers, _body = call(port)
     assert status == 500  # answered when the route drops it (not 202, not a 504 timeout)
+
+
+def test_a_failed_request_is_told_why_in_one_bounded_line() -> None:
+    """The 500's body says what failed (a NonRetryableError's message, else the error's
+    type and message), as plain text: never a traceback, never longer than the bound."""
+    from mq_bridge import NonRetryableError
+    from mq_bridge.endpoints.http.codec import MAX_FAILURE_TEXT
+
+    def handle(message: Message) -> Message:
+        order = message.json()
+        if order.get("refuse"):
+            raise NonRetryableError(f"order {order['id']} is refused")
+        if order.get("long"):
+            raise NonRetryableError("why\n" * 500)
+        return message.with_json({"total": order["quantity"] * 2})  # KeyError without it
+
+    port = free_port()
+    with serving(handle, port):
+        refused = call(port, body=b'{"id": 7, "refuse": true}')
+        broken = call(port, body=b'{"id": 8}')
+        long = call(port, body=b'{"id": 9, "long": true}')
+        served = call(port, body=b'{"quantity": 2}')
+    assert (refused[0], refused[2]) == (500, b"order 7 is refused")
+    assert refused[1]["content-type"].startswith("text/plain")
+    assert (broken[0], broken[2]) == (500, b"KeyError: 'quantity'")
+    assert long[0] == 500 and len(long[2]) == MAX_FAILURE_TEXT and b"\n" not in long[2]
+    assert long[2].startswith(b"why why") and long[2].endswith(b"...")
+    assert served[:1] == (200,) and served[2] == b'{"total":4}'

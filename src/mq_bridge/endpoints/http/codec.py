@@ -25,6 +25,9 @@ Publisher side (a message out, a response in)::
     message metadata            ->  request headers (valid names and values only, minus
                                     hop-by-hop headers), plus ``message-id: <32 hex>``
     response body, headers      ->  reply payload, metadata (lower-cased), http_status
+
+A request the route gave up on (a handler failure that is not retried) is answered 500 with
+`failure_text` as its plain-text body: the reason, on one line, bounded; never a traceback.
 """
 
 from __future__ import annotations
@@ -35,11 +38,14 @@ from typing import Any
 
 from mq_bridge.endpoints.http.options import is_header_name
 from mq_bridge.endpoints.kit.source_metadata import SOURCE_PREFIX
+from mq_bridge.errors import NonRetryableError
 from mq_bridge.message import Message, new_message_id, normalize_message_id
 
 __all__ = [
+    "MAX_FAILURE_TEXT",
     "MESSAGE_ID_HEADER",
     "REQUEST_KEYS",
+    "failure_text",
     "gzip_body",
     "message_from_request",
     "message_from_response",
@@ -153,6 +159,28 @@ def message_from_response(
     if correlation_id is not None:
         metadata["correlation_id"] = correlation_id
     return Message.trusted(body, metadata, request.id_int)
+
+
+#: The longest reason a failed request's answer gives, in characters.
+MAX_FAILURE_TEXT = 200
+
+
+def failure_text(error: BaseException) -> str:
+    """Why the route gave up on a request, for its client: a `NonRetryableError`'s message
+    (the handler's words), else the error's type and message (``KeyError: 'total'``); on one
+    line, cut at `MAX_FAILURE_TEXT` characters.
+
+    >>> failure_text(KeyError("total"))
+    "KeyError: 'total'"
+    >>> failure_text(NonRetryableError("unknown sku 'plum'"))
+    "unknown sku 'plum'"
+    """
+    name, told = type(error).__name__, " ".join(str(error).split())
+    if isinstance(error, NonRetryableError):
+        text = told or name
+    else:
+        text = f"{name}: {told}" if told else name
+    return text if len(text) <= MAX_FAILURE_TEXT else text[: MAX_FAILURE_TEXT - 3] + "..."
 
 
 def gzip_body(body: bytes) -> bytes:

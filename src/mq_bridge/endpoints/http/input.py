@@ -4,6 +4,7 @@
                      |                                                           |
                      '<-- 200 + reply <-- reply registry <------------ `response` output
                      '<-- 202 when the batch is acked without a reply for it
+                     '<-- 500 + why, when the route gave up on it (`codec.failure_text`)
                      '<-- 500 when it is nacked, 504 after `request_timeout_ms`
 
 A request becomes a message (`codec.message_from_request`) with a ``correlation_id`` of
@@ -88,11 +89,12 @@ class _Pending(ReplyWaiter):
 
     def fail(self, error: BaseException) -> None:
         """The route dropped the request (a handler or output failure that is not
-        retriable): 500. Called by a runtime that reports drops to the reply registry."""
+        retriable): 500 with the reason. Called by a runtime that reports drops to the
+        reply registry."""
         self.settled = True
-        self._input._handoff.settle(self, (_FAILED, None))
+        self._input._handoff.settle(self, (_FAILED, codec.failure_text(error)))
 
-    def resolve(self, outcome: tuple[int, Message | None]) -> None:
+    def resolve(self, outcome: tuple[int, Message | str | None]) -> None:
         """On the loop: the request's outcome (the first one counts)."""
         if not self.future.done():
             self.future.set_result(outcome)
@@ -282,10 +284,12 @@ class HttpInput(InputEndpoint):
             status, reply = await future
         finally:
             self._replies.forget(pending)
-        if reply is not None:
+        if isinstance(reply, Message):
             return self._reply_response(request, reply, message)
         return self._respond(
-            status=status, text=_STATUS_TEXT[status], headers=self._response_headers or None
+            status=status,
+            text=reply or _STATUS_TEXT[status],
+            headers=self._response_headers or None,
         )
 
     async def _receive_stream(self, request: web.BaseRequest) -> web.StreamResponse:
