@@ -80,19 +80,27 @@ def route_file(path: Path, input: dict[str, Any], output: dict[str, Any], **opti
 
 
 class RouteProcess:
-    """``mq-bridge run CONFIG --handler tests.faults.handlers:pass_through``."""
+    """``mq-bridge run CONFIG --handler tests.faults.handlers:pass_through`` (or `handler`;
+    None: no handler stage), with `arguments` and `environment` added."""
 
-    def __init__(self, config: Path, log: Path, handler: str | None = HANDLER) -> None:
+    def __init__(
+        self,
+        config: Path,
+        log: Path,
+        handler: str | None = HANDLER,
+        arguments: tuple[str, ...] = (),
+        environment: dict[str, str] | None = None,
+    ) -> None:
         script = Path(sys.executable).with_name("mq-bridge")
         program = [str(script)] if script.exists() else [sys.executable, "-m", "mq_bridge"]
-        command = [*program, "run", str(config), "--progress-interval", "1"]
+        command = [*program, "run", str(config), "--progress-interval", "1", *arguments]
         if handler is not None:  # None: the route forwards unchanged, with no handler stage
             command += ["--handler", handler]
         self.log = log
         with log.open("wb") as out:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=out, stderr=out, cwd=ROOT,
-                start_new_session=True,
+                start_new_session=True, env={**os.environ, **(environment or {})},
             )  # fmt: skip
         self.ended_by_itself: int | None = None  # its exit status, if it ended unasked
         self.killed = False
@@ -111,8 +119,18 @@ class RouteProcess:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(10)
 
+    def logged(self, text: str) -> bool:
+        """Whether the route's log has `text` (the route must still run)."""
+        assert self.alive(), f"the route ended by itself\n{self.tail()}"
+        return text in self.log.read_text(errors="replace")
+
     def stop(self, timeout: float = 20.0) -> int:
-        """SIGTERM (finish what is in flight), SIGKILL after `timeout`; the exit status."""
+        """SIGTERM (finish what is in flight), SIGKILL after `timeout`; the exit status.
+        It waits for the route's first line first: a SIGTERM before `run` installed its
+        handler would end it as a plain kill."""
+        deadline = time.monotonic() + timeout
+        while self.alive() and not self.log.stat().st_size and time.monotonic() < deadline:
+            time.sleep(0.05)
         if self.alive():
             os.killpg(self.process.pid, signal.SIGTERM)
             try:

@@ -18,8 +18,6 @@ message; duplicates are allowed (at least once), losses are not.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -34,13 +32,14 @@ import pytest
 import yaml
 
 from mq_bridge import Consumer, Publisher
+from tests.faults.harness import RouteProcess
 from tests.full_disk import MIB, fill, small_disk
 from twainmq import StorageFullError, Twain
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 COUNT = 10_000
+LOG_WARNINGS = ("--log-level", "warn")
 PADDING = b"." * 200  # about 250 bytes a message: the output's free MiB fills within COUNT
 
 
@@ -134,43 +133,6 @@ def test_a_producer_on_a_full_disk_goes_on_by_itself_once_space_is_freed(disk: P
     twainmq_check(disk / "store", "t")
 
 
-class RouteRun:
-    """``mq-bridge run CONFIG`` in its own process group, its output in a log file."""
-
-    def __init__(self, config: Path, log: Path) -> None:
-        self.log = log
-        command = [sys.executable, "-m", "mq_bridge", "run", str(config)]
-        command += ["--progress-interval", "1", "--log-level", "warn"]
-        with log.open("wb") as out:
-            self.process = subprocess.Popen(
-                command,
-                cwd=ROOT,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-                start_new_session=True,
-            )
-
-    def logged(self, text: str) -> bool:
-        assert self.process.poll() is None, f"the route ended by itself\n{self.tail()}"
-        return text in self.log.read_text(errors="replace")
-
-    def kill(self) -> None:
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(10)
-
-    def stop(self) -> int:
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            return self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return -signal.SIGKILL
-
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:]
-
-
 def twain(root: Path, topic: str, **options: Any) -> dict[str, Any]:
     create = {"partitions": 2, "key_type": "u32"}
     return {"twain": {"root": str(root), "topic": topic, "create": create, **options}}
@@ -197,13 +159,13 @@ def run_through_a_full_disk(
     config = tmp_path / "route.yaml"
     config.write_text(yaml.safe_dump({"routes": {"full_disk": route}}, sort_keys=False))
     filler = fill(disk / "filler", leave=MIB)
-    first = RouteRun(config, tmp_path / "first.log")
+    first = RouteProcess(config, tmp_path / "first.log", None, LOG_WARNINGS)
     try:
         wait_for(lambda: first.logged(refusal), 60, f"no {refusal} in the route's log")
         time.sleep(0.3)  # a few retries
     finally:
         first.kill()  # kill -9 while the disk is full
-    again = RouteRun(config, tmp_path / "again.log")
+    again = RouteProcess(config, tmp_path / "again.log", None, LOG_WARNINGS)
     try:
         wait_for(lambda: again.logged(refusal), 60, f"no {refusal} after the restart")
         assert seen() < COUNT

@@ -13,10 +13,6 @@ until the fix is "deployed" (a file appears). Counted end to end, lost must be 0
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -27,11 +23,12 @@ import pytest
 import yaml
 
 from mq_bridge import Consumer, Publisher
+from tests.faults.harness import RouteProcess
 from tests.faults.poison import is_poison
 
 pytestmark = [pytest.mark.faults]
 
-ROOT = Path(__file__).resolve().parents[2]
+HANDLER = "tests.faults.poison:buggy"
 COUNT = 1000
 
 
@@ -54,36 +51,9 @@ def write_config(path: Path, root: Path, dead_letters: bool) -> Path:
     return path
 
 
-class Route:
-    """``mq-bridge run CONFIG --handler tests.faults.poison:buggy`` in its own process group."""
-
-    def __init__(self, config: Path, log: Path, fixed: Path) -> None:
-        command = [sys.executable, "-m", "mq_bridge", "run", str(config)]
-        command += ["--handler", "tests.faults.poison:buggy", "--progress-interval", "1"]
-        self.log = log
-        self.log_size = log.stat().st_size if log.exists() else 0
-        with log.open("ab") as out:
-            self.process = subprocess.Popen(
-                command,
-                cwd=ROOT,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-                env={**os.environ, "FAULTS_FIXED": str(fixed)},
-                start_new_session=True,
-            )
-
-    def kill(self) -> None:
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(10)
-
-    def stop(self) -> int:
-        """SIGTERM once the route runs (its first progress line), so it can finish."""
-        deadline = time.monotonic() + 20
-        while self.log.stat().st_size == self.log_size and time.monotonic() < deadline:
-            time.sleep(0.1)
-        os.killpg(self.process.pid, signal.SIGTERM)
-        return self.process.wait(30)
+def start_route(config: Path, log: Path, fixed: Path) -> RouteProcess:
+    """``mq-bridge run CONFIG --handler tests.faults.poison:buggy``."""
+    return RouteProcess(config, log, HANDLER, environment={"FAULTS_FIXED": str(fixed)})
 
 
 def produce(root: Path) -> None:
@@ -99,13 +69,11 @@ def read_all(root: Path, topic: str, seen: Counter[int], group: str) -> None:
             consumer.commit()
 
 
-def wait_for(condition: Any, seconds: float, what: str, route: Route) -> None:
+def wait_for(condition: Any, seconds: float, what: str, route: RouteProcess) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(
-                f"{what} (waited {seconds:.0f} s)\n{route.log.read_text()[-3000:]}"
-            )
+            raise AssertionError(f"{what} (waited {seconds:.0f} s)\n{route.tail()}")
         time.sleep(0.2)
 
 
@@ -121,12 +89,12 @@ def figures(case: str, seen: Counter[int]) -> str:
 
 
 def test_a_poison_message_without_a_dlq_is_redelivered_not_dropped(tmp_path: Path) -> None:
-    root, fixed, log = tmp_path / "store", tmp_path / "fixed", tmp_path / "route.log"
+    root, fixed = tmp_path / "store", tmp_path / "fixed"
     config = write_config(tmp_path / "route.yaml", root, dead_letters=False)
     produce(root)
     out: Counter[int] = Counter()
     group = f"count-{uuid.uuid4().hex[:6]}"
-    route = Route(config, log, fixed)
+    route = start_route(config, tmp_path / "first.log", fixed)
     try:
         wait_for(
             lambda: read_all(root, "out", out, group) or len(out) >= 12, 30, "no output", route
@@ -134,12 +102,12 @@ def test_a_poison_message_without_a_dlq_is_redelivered_not_dropped(tmp_path: Pat
         time.sleep(2.0)  # the poison message is held: backoff, not a hot loop, not a drop
         read_all(root, "out", out, group)
         assert len(out) < COUNT and not any(map(is_poison, out)), "the poison message passed"
-        text = log.read_text()
-        assert "KeyError" in text and "Traceback" in text, text[-2000:]
+        text = route.log.read_text()
+        assert "KeyError" in text and "Traceback" in text, route.tail()
         assert text.count("Traceback") <= 3, "the traceback is logged a bounded number of times"
         route.kill()  # kill -9 while it holds the poison message
         fixed.touch()  # the fix is deployed
-        route = Route(config, log, fixed)
+        route = start_route(config, tmp_path / "fixed.log", fixed)
         wait_for(
             lambda: read_all(root, "out", out, group) or set(range(COUNT)) <= set(out),
             60,
@@ -148,24 +116,23 @@ def test_a_poison_message_without_a_dlq_is_redelivered_not_dropped(tmp_path: Pat
         )
         assert route.stop() == 0  # nothing dropped: exit status 0, not 3
     finally:
-        if route.process.poll() is None:
-            route.kill()
+        route.kill()
     line = figures("poison, no dlq, kill -9 + fix", out)
     assert set(range(COUNT)) <= set(out), line
 
 
 def test_poison_messages_with_a_dlq_are_dead_lettered_and_the_rest_flows(tmp_path: Path) -> None:
-    root, fixed, log = tmp_path / "store", tmp_path / "fixed", tmp_path / "route.log"
+    root, fixed = tmp_path / "store", tmp_path / "fixed"
     config = write_config(tmp_path / "route.yaml", root, dead_letters=True)
     produce(root)
     out: Counter[int] = Counter()
     dead: Counter[int] = Counter()
     group = f"count-{uuid.uuid4().hex[:6]}"
-    route = Route(config, log, fixed)
+    route = start_route(config, tmp_path / "first.log", fixed)
     try:
         wait_for(lambda: read_all(root, "out", out, group) or len(out) >= 200, 30, "slow", route)
         route.kill()  # kill -9 mid-stream
-        route = Route(config, log, fixed)
+        route = start_route(config, tmp_path / "again.log", fixed)
 
         def everything() -> bool:
             read_all(root, "out", out, group)
@@ -175,8 +142,7 @@ def test_poison_messages_with_a_dlq_are_dead_lettered_and_the_rest_flows(tmp_pat
         wait_for(everything, 60, "not every number arrived or was dead-lettered", route)
         assert route.stop() == 0
     finally:
-        if route.process.poll() is None:
-            route.kill()
+        route.kill()
     assert set(dead) == {n for n in range(COUNT) if is_poison(n)}
     assert not any(map(is_poison, out))
     line = figures("poison, dlq, kill -9", out + dead)

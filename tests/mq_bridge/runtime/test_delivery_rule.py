@@ -167,6 +167,13 @@ def bug_route(source: str, sink: str, enable_nack: bool, **options: object) -> R
     )
 
 
+def fails_on_bug(message: Message) -> Message:
+    """A handler with a bug for the message ``bug``."""
+    if message.payload == b"bug":
+        raise KeyError("oops")
+    return message
+
+
 def test_a_handler_bug_is_redelivered_with_backoff_and_named_in_status(caplog):
     source, sink = unique("in"), unique("out")
     calls: list[float] = []
@@ -199,13 +206,7 @@ def test_a_handler_bug_is_redelivered_with_backoff_and_named_in_status(caplog):
 
 def test_a_handler_bug_on_a_source_that_cannot_redeliver_is_dropped_counted_and_logged(caplog):
     source, sink = unique("in"), unique("out")
-
-    def handler(message: Message) -> Message:
-        if message.payload == b"bug":
-            raise KeyError("oops")
-        return message
-
-    route = bug_route(source, sink, enable_nack=False).with_handler(handler)
+    route = bug_route(source, sink, enable_nack=False).with_handler(fails_on_bug)
     with route:
         publish(source, [b"bug", b"good"])
         assert [m.payload for m in read(sink, 1, timeout=5)] == [b"good"]
@@ -215,13 +216,7 @@ def test_a_handler_bug_on_a_source_that_cannot_redeliver_is_dropped_counted_and_
 
 def test_on_error_drop_drops_a_handler_bug_even_where_the_source_could_redeliver(caplog):
     source, sink = unique("in"), unique("out")
-
-    def handler(message: Message) -> Message:
-        if message.payload == b"bug":
-            raise KeyError("oops")
-        return message
-
-    route = bug_route(source, sink, enable_nack=True, on_error="drop").with_handler(handler)
+    route = bug_route(source, sink, enable_nack=True, on_error="drop").with_handler(fails_on_bug)
     with route:
         publish(source, [b"bug", b"good"])
         assert [m.payload for m in read(sink, 1, timeout=5)] == [b"good"]
