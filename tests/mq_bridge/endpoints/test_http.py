@@ -503,3 +503,60 @@ def test_a_failed_request_is_told_why_in_one_bounded_line() -> None:
     assert long[0] == 500 and len(long[2]) == MAX_FAILURE_TEXT and b"\n" not in long[2]
     assert long[2].startswith(b"why why") and long[2].endswith(b"...")
     assert served[:1] == (200,) and served[2] == b'{"total":4}'
+
+
+_ONE_MESSAGE_SCRIPT = r"""
+import asyncio, sys, threading
+from aiohttp import web
+from mq_bridge import Message, Publisher
+
+def serve(ports, ready):
+    async def main():
+        async def accept(request):
+            await request.read()
+            return web.Response(text="ok")
+        app = web.Application()
+        app.router.add_post("/", accept)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        ports.append(site._server.sockets[0].getsockname()[1])
+        ready.set()
+        await asyncio.Event().wait()
+    asyncio.run(main())
+
+ports, ready = [], threading.Event()
+threading.Thread(target=serve, args=(ports, ready), daemon=True).start()
+ready.wait()
+config = {"http": {"url": f"http://127.0.0.1:{ports[0]}/"}}
+
+def send_and_forget():  # the publisher is collected unclosed when this returns
+    Publisher.from_config(config).send(Message(b"hello"))
+
+if sys.argv[1] == "close":
+    publisher = Publisher.from_config(config)
+    publisher.send(Message(b"hello"))
+    publisher.close()
+elif sys.argv[1] == "forget in a function":
+    send_and_forget()
+else:
+    publisher = Publisher.from_config(config)
+    publisher.send(Message(b"hello"))
+print("sent")
+"""
+
+
+@pytest.mark.parametrize("ending", ["close", "forget in a function", "forget"])
+def test_a_script_that_used_an_http_publisher_exits_silently(ending: str) -> None:
+    """Closed or not, the aiohttp session is closed by the time the interpreter is done:
+    nothing like "Unclosed client session" / "Unclosed connector" on stderr."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", _ONE_MESSAGE_SCRIPT, ending],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "sent\n"), done.stderr
+    assert "Unclosed" not in done.stderr and "unclosed" not in done.stderr, done.stderr

@@ -304,3 +304,29 @@ def _in_thread(acquire: Callable[[], Lease[Connection]]) -> _Outcome:
 
     threading.Thread(target=run, daemon=True).start()
     return outcome
+
+
+def test_close_at_exit_closes_what_was_never_released_once(
+    registry: ConnectionRegistry, broker: Broker
+) -> None:
+    """A script that forgot ``close()``: the exit closes its connection (shared or private),
+    once; what was released is not closed again, and what opts out is left alone."""
+    from mq_bridge.endpoints.kit import event_loop
+
+    shared = registry.acquire("a", broker.open, broker.close, close_at_exit=True)  # #0
+    registry.acquire("a", broker.open, broker.close, close_at_exit=True)  # a second user
+    private = registry.acquire("p", broker.open, broker.close, False, close_at_exit=True)  # #1
+    registry.acquire("b", broker.open, broker.close, close_at_exit=True).release()  # #2
+    registry.acquire("c", broker.open, broker.close)  # #3: not to be closed at exit
+    try:
+        assert [c.number for c in broker.closed] == [2]
+        registry.close_left_open()
+        assert sorted(c.number for c in broker.closed) == [0, 1, 2]
+        assert len(registry) == 1  # "c" only
+        shared.release()  # a release after the exit closed it closes nothing again
+        private.release()
+        registry.close_left_open()
+        assert sorted(c.number for c in broker.closed) == [0, 1, 2]
+        assert event_loop._exit_hooks.count(registry.close_left_open) == 1  # given once
+    finally:
+        event_loop._exit_hooks.remove(registry.close_left_open)

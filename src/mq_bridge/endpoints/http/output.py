@@ -12,7 +12,8 @@ lower-cased) and ``http_status`` as metadata, the request's id.
 
 The client is aiohttp's, on the process's asyncio loop thread, with keep-alive pooling;
 with `shared` (the default) every http output of the process with the same TLS and pool
-settings uses one client (one pool).
+settings uses one client (one pool). It is closed when its last user closes, or at
+interpreter exit when one never did (no "Unclosed client session" from aiohttp).
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ class HttpOutput(OutputEndpoint):
             lambda: loop_thread().run(_open_session(context, idle), 10.0),
             _close_session,
             shared=bool(self._options.shared),
+            close_at_exit=True,
         )
         if self._options.stream_response_to is not None:
             from mq_bridge.endpoints.http.streaming import ResponseStreamer

@@ -17,6 +17,12 @@ Two threads acquiring one key at once open it once: the first opens (outside the
 registry's lock, so a slow connect to one server never blocks acquiring another), the
 others wait for it and share the result, or its error. A failed open leaves nothing
 registered, so the next acquire tries again. Errors from `close` are logged, not raised.
+
+``close_at_exit=True``, for a connection that lives on the process's asyncio loop
+(`kit.event_loop`), also closes it at interpreter exit when some lease was never released
+(a script that forgot ``close()``): as the loop shuts down, before its tasks are cancelled
+-- after the routes left running were stopped -- so an aiohttp session closes cleanly
+instead of warning "Unclosed client session" as it is collected.
 """
 
 from __future__ import annotations
@@ -106,12 +112,21 @@ class Lease(Generic[T]):
 class _Shared:
     """A shared connection: its leases' count, and the result of opening it."""
 
-    __slots__ = ("close", "leases", "opened")
+    __slots__ = ("close", "closed", "key", "leases", "opened")
 
-    def __init__(self, close: Callable[[Any], None]) -> None:
+    def __init__(self, key: Hashable, close: Callable[[Any], None]) -> None:
+        self.key = key
         self.close = close
+        self.closed = False
         self.leases = 1
         self.opened: Future[Any] = Future()
+
+    def close_once(self) -> None:
+        """Close the opened connection, the first time only (a release racing the exit)."""
+        if self.closed or not self.opened.done() or self.opened.exception() is not None:
+            return
+        self.closed = True
+        _close_quietly(self.close, self.opened.result(), self.key)
 
 
 class ConnectionRegistry:
@@ -120,6 +135,8 @@ class ConnectionRegistry:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._shared: dict[Hashable, _Shared] = {}
+        #: Open connections acquired with ``close_at_exit``, not closed yet.
+        self._close_at_exit: set[_Shared] = set()
 
     def __len__(self) -> int:
         """The number of shared connections open (or opening)."""
@@ -132,25 +149,28 @@ class ConnectionRegistry:
         open: Callable[[], T],
         close: Callable[[T], None],
         shared: bool = True,
+        close_at_exit: bool = False,
     ) -> Lease[T]:
         """A lease on the connection for `key`, opening it with `open` when there is none.
 
         The first lease's `close` closes a shared connection. ``shared=False`` always
         opens a private connection, closed when its lease is released. Errors from
-        `open` propagate (to every thread waiting for that open).
+        `open` propagate (to every thread waiting for that open). `close_at_exit`: see
+        the module docstring.
         """
         if not shared:
-            connection = open()
-            return Lease(connection, lambda: _close_quietly(close, connection, key))
+            private = _Shared(key, close)
+            self._open_into(private, open, close_at_exit)
+            return Lease(private.opened.result(), lambda: self._close(private))
         with self._lock:
             entry = self._shared.get(key)
             opener = entry is None
             if entry is None:
-                entry = self._shared[key] = _Shared(close)
+                entry = self._shared[key] = _Shared(key, close)
             else:
                 entry.leases += 1
         if opener:
-            self._open(key, entry, open)
+            self._open(key, entry, open, close_at_exit)
         try:
             connection = entry.opened.result()
         except BaseException:
@@ -160,16 +180,47 @@ class ConnectionRegistry:
             raise
         return Lease(connection, lambda: self._release(key, entry))
 
-    def _open(self, key: Hashable, entry: _Shared, open: Callable[[], Any]) -> None:
+    def _open(
+        self, key: Hashable, entry: _Shared, open: Callable[[], Any], close_at_exit: bool
+    ) -> None:
         try:
-            connection = open()
-        except BaseException as error:
+            self._open_into(entry, open, close_at_exit)
+        except BaseException:
             with self._lock:
                 if self._shared.get(key) is entry:
                     del self._shared[key]
+            raise
+
+    def _open_into(self, entry: _Shared, open: Callable[[], Any], close_at_exit: bool) -> None:
+        try:
+            connection = open()
+        except BaseException as error:
             entry.opened.set_exception(error)
             raise
+        if close_at_exit:
+            from mq_bridge.endpoints.kit.event_loop import before_loop_exit  # not eagerly
+
+            with self._lock:
+                self._close_at_exit.add(entry)
+            before_loop_exit(self.close_left_open)
         entry.opened.set_result(connection)
+
+    def _close(self, entry: _Shared) -> None:
+        with self._lock:
+            self._close_at_exit.discard(entry)
+        entry.close_once()
+
+    def close_left_open(self) -> None:
+        """Close the ``close_at_exit`` connections whose leases were never all released
+        (run at interpreter exit; also callable by hand). Their leases stay usable only
+        in name: the connection is closed."""
+        with self._lock:
+            left, self._close_at_exit = list(self._close_at_exit), set()
+            for entry in left:
+                if self._shared.get(entry.key) is entry:
+                    del self._shared[entry.key]
+        for entry in left:
+            entry.close_once()
 
     def _release_if_opened(self, key: Hashable, entry: _Shared) -> None:
         if entry.opened.exception() is None:
@@ -182,7 +233,7 @@ class ConnectionRegistry:
                 return
             if self._shared.get(key) is entry:
                 del self._shared[key]
-        _close_quietly(entry.close, entry.opened.result(), key)
+        self._close(entry)
 
 
 def _close_quietly(close: Callable[[Any], None], connection: Any, key: Hashable) -> None:

@@ -11,8 +11,10 @@ asyncio. Their endpoints run coroutines on one shared loop from any thread:
 caller is interrupted (``KeyboardInterrupt``), it cancels the coroutine. Calling it on the
 loop's own thread would deadlock, so that raises `RuntimeError` (await instead).
 
-At interpreter exit the loop cancels its tasks (so connections close), finalizes async
-generators and stops, each step bounded; a later `loop_thread()` starts a fresh loop.
+At interpreter exit the loop first runs the hooks given to `before_loop_exit` (closing
+what was left open on it, while it still runs), then cancels its tasks (so connections
+close), finalizes async generators and stops, each step bounded; a later `loop_thread()`
+starts a fresh loop.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any, TypeVar
 
 from mq_bridge.errors import ClosedError
 
-__all__ = ["SHUTDOWN_TIMEOUT", "THREAD_NAME", "LoopThread", "loop_thread"]
+__all__ = ["SHUTDOWN_TIMEOUT", "THREAD_NAME", "LoopThread", "before_loop_exit", "loop_thread"]
 
 log = logging.getLogger("mq_bridge.endpoints.event_loop")
 
@@ -174,6 +176,7 @@ def _copy_outcome(task: asyncio.Task[T], future: concurrent.futures.Future[T]) -
 _lock = threading.Lock()
 _current: LoopThread | None = None
 _atexit_registered = False
+_exit_hooks: list[Callable[[], None]] = []
 
 
 def loop_thread() -> LoopThread:
@@ -188,8 +191,21 @@ def loop_thread() -> LoopThread:
         return _current
 
 
+def before_loop_exit(hook: Callable[[], None]) -> None:
+    """Call `hook()` at interpreter exit, on the exiting thread, before the loop shuts down
+    (once, however often it is given; its errors are logged)."""
+    with _lock:
+        if hook not in _exit_hooks:
+            _exit_hooks.append(hook)
+
+
 def _shutdown_at_exit() -> None:
     with _lock:
-        current = _current
+        current, hooks = _current, list(_exit_hooks)
+    for hook in hooks:
+        try:
+            hook()
+        except Exception:
+            log.warning("an exit hook of the asyncio loop failed", exc_info=True)
     if current is not None:
         current.shutdown()
