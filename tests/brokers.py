@@ -22,8 +22,14 @@ mosquitto  mqtt_address        the machine
 nats       nats_url            the machine
 =========  ==================  ==============================================================
 
+The services.sh servers listen on ``$TWAINMQ_KAFKA_PORT``, ``$TWAINMQ_MONGODB_PORT`` and
+``$TWAINMQ_SQS_PORT`` when set (as services.sh reads them), so a run can use private copies.
+
 `restart_broker` restarts one mid-test (to prove that a client reconnects) and leaves it
-running. Every session on the machine shares these servers: a test creates uniquely named
+running; it fails unless the server really went down and a new process answers after it. A
+services.sh server that something else started (no PID file of ours names the process on its
+port) is left alone: `require_restartable` skips the test then (fails it under ``CI=true``).
+Every session on the machine shares these servers: a test creates uniquely named
 streams/queues/topics and deletes them, even when it fails.
 
 tests/conftest.py registers this module as a pytest plugin, so the fixtures work everywhere.
@@ -65,19 +71,42 @@ class Broker(NamedTuple):
     stop_signal: signal.Signals = signal.SIGTERM
 
 
+def managed_port(name: str, default: int) -> int:
+    """The port of a services.sh server: ``$TWAINMQ_<NAME>_PORT`` as services.sh reads it."""
+    variable = f"TWAINMQ_{name.upper()}_PORT"
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return default
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise ValueError(f"{variable}={text!r} is not a port number")
+    return int(text)
+
+
+KAFKA_PORT = managed_port("kafka", 9092)
+MONGODB_PORT = managed_port("mongodb", 27017)
+SQS_PORT = managed_port("sqs", 5000)
+
 BROKERS: dict[str, Broker] = {
     "kafka": Broker(
-        "127.0.0.1", 9092, "scripts/services.sh start kafka", "127.0.0.1:9092", managed=True
+        "127.0.0.1",
+        KAFKA_PORT,
+        "scripts/services.sh start kafka",
+        f"127.0.0.1:{KAFKA_PORT}",
+        managed=True,
     ),
     "mongodb": Broker(
         "127.0.0.1",
-        27017,
+        MONGODB_PORT,
         "scripts/services.sh start mongodb",
-        "mongodb://127.0.0.1:27017/",
+        f"mongodb://127.0.0.1:{MONGODB_PORT}/",
         managed=True,
     ),
     "sqs": Broker(
-        "127.0.0.1", 5000, "scripts/services.sh start sqs", "http://127.0.0.1:5000", managed=True
+        "127.0.0.1",
+        SQS_PORT,
+        "scripts/services.sh start sqs",
+        f"http://127.0.0.1:{SQS_PORT}",
+        managed=True,
     ),
     "postgres": Broker(
         "127.0.0.1",
@@ -272,19 +301,54 @@ def start_broker(name: str) -> None:
         raise RuntimeError(f"could not start {name}:\n{done.stdout}{done.stderr}")
 
 
+class NotRestartableError(RuntimeError):
+    """`restart_broker` cannot restart this server (it was not started by scripts/services.sh)."""
+
+
 def managed_pid(name: str) -> int:
-    """The live PID in the server's PID file, or a RuntimeError that says why there is none."""
+    """The live PID in the server's PID file, which must be the process listening on the
+    broker's port; else `NotRestartableError`, saying why."""
+    broker = BROKERS[name]
     pid_file = state_dir() / f"{name}.pid"
     try:
         pid = int(pid_file.read_text())
     except (OSError, ValueError):
         pid = 0
     if not pid or not process_alive(pid):
-        raise RuntimeError(
+        raise NotRestartableError(
             f"{name} was not started by scripts/services.sh from {state_dir()} (no live PID in "
             f"{pid_file}), so restart_broker leaves it alone"
         )
+    listening = listening_pids(broker.port)
+    if pid not in listening:
+        raise NotRestartableError(
+            f"{name} was not started by scripts/services.sh from {state_dir()}: its PID file "
+            f"names pid {pid}, but port {broker.port} is held by {sorted(listening) or 'nobody'} "
+            f"(a private server? set TWAINMQ_{name.upper()}_PORT to its port), so restart_broker "
+            "leaves it alone"
+        )
     return pid
+
+
+def require_restartable(name: str) -> None:
+    """Skip the test unless the broker runs and `restart_broker(name)` can restart it (not a
+    services.sh server that something else started); under ``CI=true`` fail it instead.
+
+    A test that restarts a broker calls this first, so that it skips before doing any work.
+    """
+    require_broker(name)
+    skip_unless_managed_here(canonical_name(name))
+
+
+def skip_unless_managed_here(name: str) -> None:
+    if not BROKERS[name].managed:
+        return
+    try:
+        managed_pid(name)
+    except NotRestartableError as error:
+        if in_ci():
+            pytest.fail(f"{error} [CI=true: .ci/run starts it with services.sh]", pytrace=False)
+        pytest.skip(str(error))
 
 
 def stop_managed(name: str) -> None:
@@ -322,16 +386,29 @@ def restart_broker(name: str, down_seconds: float = 0.0) -> None:
     preinstalled ones through the PID that holds their listening port. Either way the broker
     is started again before this returns or raises. Kafka/MongoDB/SQS keep their data in
     memory, and so does Redis: a restart empties them.
+
+    A restart that did not happen fails: the processes that listened on the port must have
+    exited with nothing left listening, and a new process must listen there afterwards. A
+    services.sh server that something else started is not touched: the test is skipped
+    (fails under ``CI=true``), as `require_restartable` does.
     """
     name = canonical_name(name)
     broker = BROKERS[name]
-    if broker.managed:
-        managed_pid(name)  # before anything is touched
+    skip_unless_managed_here(name)  # before anything is touched
+    before = listening_pids(broker.port)
+    if not before:
+        raise RuntimeError(f"{name}: no process listens on port {broker.port} to restart")
     try:
         if broker.managed:
             stop_managed(name)
         else:
             stop_preinstalled(name)
+        wait_until(
+            lambda: not any(map(process_alive, before)) and not listening_inodes(broker.port),
+            broker.timeout,
+            f"{name} did not go down: pids {sorted(before)} or a listener on port "
+            f"{broker.port} remain after the stop",
+        )
         time.sleep(down_seconds)
     finally:
         start_broker(name)
@@ -340,3 +417,19 @@ def restart_broker(name: str, down_seconds: float = 0.0) -> None:
         broker.timeout,
         f"{name} does not accept connections on {broker.host}:{broker.port}",
     )
+    check_restarted(name, before)
+
+
+def check_restarted(name: str, before: set[int]) -> None:
+    """Fail unless a new process (none of `before`) listens on the broker's port, and, for a
+    services.sh server, it is the one its PID file names."""
+    broker = BROKERS[name]
+    after = listening_pids(broker.port)
+    if not after or after & before:
+        raise AssertionError(
+            f"{name} was not restarted: port {broker.port} was held by {sorted(before)}, "
+            f"now by {sorted(after) or 'nobody'}"
+        )
+    if broker.managed:
+        pid = managed_pid(name)
+        assert pid in after, f"{name}: the PID file names {pid}, port {broker.port} {after}"

@@ -317,6 +317,7 @@ def _run_case(case_dir: Path, template: Template, kind: str, damage: str, rng: r
     return outcome, what
 
 
+@pytest.mark.slow  # TWAINMQ_FUZZ_SECONDS (20) of fuzzing: CI runs it, the plain local run does not
 def test_damaged_files_are_read_correctly_or_reported_naming_the_file(
     templates: dict[str, Template], tmp_path: Path
 ) -> None:

@@ -34,7 +34,8 @@ from tests.mq_bridge.endpoints.test_websocket import client_exchange, ws_config
 linux_only = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="reads the resident set from /proc/self/statm"
 )
-pytestmark = linux_only
+# ~20 s each (10,000 connections): a stress test, left out of the plain local run (CI runs it).
+pytestmark = [linux_only, pytest.mark.slow]
 
 CONNECTIONS = 10_000
 WARM_UP = 2_000
