@@ -126,10 +126,14 @@ class Publisher(FromConfig, ClosedOnExit):
 
 
 def _as_message(message: Message | bytes, metadata: Mapping[str, str] | None) -> Message:
-    """The message to send, with its id (a new message gets its id as it travels)."""
+    """The message to send, with its id (a new message gets its id as it travels).
+
+    Metadata goes with raw bytes only: a `Message` carries its own, and both peers refuse
+    both at once (even ``{}``) rather than guess whether to merge or replace.
+    """
     if isinstance(message, Message):
-        if metadata:
-            message = message.with_metadata(metadata)
+        if metadata is not None:
+            raise TypeError("metadata must be None when message is a Message instance")
         message.id_int  # noqa: B018 - assigns the id of a message that has none
         return message
     return Message.trusted(_bytes(message), _metadata(metadata), new_message_id())

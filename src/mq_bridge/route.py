@@ -72,18 +72,30 @@ class Route(FromConfig):
         return str(self._config.get("name", "route"))
 
     def with_handler(self, handler: Handler) -> Route:
-        """Call `handler(message)` for each message (the fallback when kinds are also used)."""
+        """Call `handler(message)` for each message. It replaces every handler set before,
+        kind handlers too; kind handlers added after it take their kinds and leave it the
+        rest (both peers' rules). A running route's handlers cannot change (`RuntimeError`).
+        """
         if not callable(handler):
             raise TypeError(f"handler must be callable, not {type(handler).__name__}")
+        self._refuse_while_running()
         self._raw_handler = handler
+        self._kind_handlers = {}
         return self
 
     def add_handler(self, kind: str, handler: Callable[[Any], Any]) -> Route:
-        """Call `handler(json_value)` for messages whose metadata ``kind`` is `kind`."""
+        """Call `handler(json_value)` for messages whose metadata ``kind`` is `kind` (the
+        last one added for a kind wins; a `with_handler` handler gets the other kinds)."""
         if not callable(handler):
             raise TypeError(f"handler must be callable, not {type(handler).__name__}")
+        self._refuse_while_running()
         self._kind_handlers[kind] = handler
         return self
+
+    def _refuse_while_running(self) -> None:
+        """Both peers refuse: the running route would go on with the handlers it started with."""
+        if self._state is _State.RUNNING and not self._stopping.is_set():
+            raise RuntimeError("Route handlers cannot be modified while the route is running")
 
     def start(self) -> None:
         """Build and connect the endpoints (errors raise here), then run on a thread."""

@@ -214,6 +214,19 @@ def publisher_requests() -> Observation:
 
 
 @scenario
+def publisher_metadata_beside_a_message() -> Observation:
+    publisher = _publisher(_topic("meta"))
+    response = Publisher.from_config({"response": {}})
+    return {
+        "send with metadata": outcome(lambda: publisher.send(Message(b"m"), {"x": "1"})),
+        "send with {}": outcome(lambda: publisher.send(Message(b"m"), {})),
+        "send with None": outcome(lambda: publisher.send(Message(b"m"), None)),
+        "request with metadata": outcome(lambda: response.request(Message(b"m"), {"x": "1"})),
+        "request with None": outcome(lambda: response.request(Message(b"m", {"a": "b"}), None)),
+    }
+
+
+@scenario
 def consumer_polling() -> Observation:
     topic = _topic("poll")
     consumer = Consumer.from_config({"memory": {"topic": topic}})
@@ -319,11 +332,20 @@ def _run_through(route: Route, source: str, sink: str, payloads: list[bytes]) ->
             got += drained.poll(max=100, timeout_ms=100)
             drained.commit()
         got += drained.poll(max=100, timeout_ms=200)
-        return [(m.payload, m.metadata) for m in got]
+        return [(m.payload, correlation_shape(m)) for m in got]
     finally:
         route.stop()
         route.join()
         drained.close()
+
+
+def correlation_shape(message: Message) -> dict[str, str]:
+    """`message`'s metadata, its ``correlation_id`` named when it is the message's own id in
+    32 hex digits (what both peers put on a handler's results), so random ids compare."""
+    metadata = message.metadata
+    if message.id is not None and metadata.get("correlation_id") == uuid.UUID(message.id).hex:
+        metadata["correlation_id"] = "<its id, 32 hex digits>"
+    return metadata
 
 
 @scenario
@@ -370,6 +392,138 @@ def route_lifecycle() -> Observation:
 
 
 @scenario
+def route_handlers_while_running() -> Observation:
+    route = _route(_topic("hin"), _topic("hout")).with_handler(lambda m: m)
+    route.start()
+    try:
+        observed = {
+            "with_handler": outcome(lambda: route.with_handler(lambda m: None)),
+            "add_handler": outcome(lambda: route.add_handler("k", lambda d: d)),
+        }
+    finally:
+        route.stop()
+        route.join()
+    observed["with_handler after stop"] = outcome(lambda: route.with_handler(lambda m: m) is route)
+    observed["add_handler after stop"] = outcome(lambda: route.add_handler("k", dict) is route)
+    return observed
+
+
+def _precedence(build: Callable[[Route], Route], kind: str) -> Any:
+    source, sink = _topic("pin"), _topic("pout")
+    route = build(_route(source, sink))
+    drained = Consumer.from_config({"memory": {"topic": sink}})
+    publisher = _publisher(source)
+    route.start()
+    try:
+        publisher.send(b"{}", {"kind": kind})
+        got: list[Message] = []
+        deadline = time.monotonic() + 5
+        while not got and time.monotonic() < deadline:
+            got += drained.poll(max=10, timeout_ms=100)
+        return [m.payload for m in got]
+    finally:
+        route.stop()
+        route.join()
+        drained.close()
+
+
+@scenario
+def route_handler_precedence() -> Observation:
+    def raw(message: Message) -> bytes:
+        return b"raw"
+
+    def raw2(message: Message) -> bytes:
+        return b"raw2"
+
+    def kind1(data: Any) -> bytes:
+        return b"kind1"
+
+    def kind2(data: Any) -> bytes:
+        return b"kind2"
+
+    cases: dict[str, tuple[Callable[[Route], Route], str]] = {
+        "raw after kind": (lambda r: r.add_handler("o", kind1).with_handler(raw), "o"),
+        "kind after raw": (lambda r: r.with_handler(raw).add_handler("o", kind1), "o"),
+        "kind after raw, another kind": (
+            lambda r: r.with_handler(raw).add_handler("o", kind1),
+            "x",
+        ),
+        "kind, raw, kind: the first kind": (
+            lambda r: r.add_handler("o", kind1).with_handler(raw).add_handler("x", kind2),
+            "o",
+        ),
+        "raw, kind, raw": (
+            lambda r: r.with_handler(raw).add_handler("o", kind1).with_handler(raw2),
+            "o",
+        ),
+        "two handlers of a kind": (
+            lambda r: r.add_handler("o", kind1).add_handler("o", kind2),
+            "o",
+        ),
+        "a kind without a handler": (lambda r: r.add_handler("o", kind1), "x"),
+    }
+    return {name: outcome(lambda c=case: _precedence(*c)) for name, case in cases.items()}
+
+
+INPUT_IDS = [f"0190f5a4-0000-7000-8000-00000000000{n}" for n in range(4)]
+
+
+def _correlated(build: Callable[[Route], Route], metadata: dict[str, str]) -> Any:
+    """[payload, metadata, id] of each output of a memory route built by `build`, given a
+    message of `metadata` with each of INPUT_IDS."""
+    source, sink = _topic("cin"), _topic("cout")
+    route = build(_route(source, sink))
+    drained = Consumer.from_config({"memory": {"topic": sink}})
+    publisher = _publisher(source)
+    route.start()
+    try:
+        for given in INPUT_IDS:
+            publisher.send(Message(b"1", metadata, given))
+        got: list[Message] = []
+        deadline = time.monotonic() + 5
+        while len(got) < len(INPUT_IDS) and time.monotonic() < deadline:
+            got += drained.poll(max=10, timeout_ms=100)
+        return [[_text(m.payload), m.metadata, m.id] for m in got]
+    finally:
+        route.stop()
+        route.join()
+        drained.close()
+
+
+def _handled_by(handler: Callable[[Message], Any]) -> Callable[[Route], Route]:
+    return lambda route: route.with_handler(handler)
+
+
+@scenario
+def route_correlation() -> Observation:
+    kind = {"kind": "order"}
+    own_id = "0190f5a4-0000-7000-8000-0000000000aa"
+    return {
+        "no handler": outcome(lambda: _correlated(lambda route: route, kind)),
+        "pass-through": outcome(lambda: _correlated(_handled_by(lambda m: m), kind)),
+        "json result": outcome(lambda: _correlated(_handled_by(lambda m: {"n": 1}), kind)),
+        "bytes result": outcome(lambda: _correlated(_handled_by(lambda m: b"b"), kind)),
+        "with_json": outcome(lambda: _correlated(_handled_by(lambda m: m.with_json(2)), kind)),
+        "new Message": outcome(lambda: _correlated(_handled_by(lambda m: Message(b"new")), kind)),
+        "new Message with its own id": outcome(
+            lambda: _correlated(_handled_by(lambda m: Message(b"new", {}, own_id)), kind)
+        ),
+        "input correlation_id": outcome(
+            lambda: _correlated(_handled_by(lambda m: Message(b"n")), {"correlation_id": "c-1"})
+        ),
+        "result correlation_id": outcome(
+            lambda: _correlated(
+                _handled_by(lambda m: Message(b"n", {"correlation_id": "own"})),
+                {"correlation_id": "c-1"},
+            )
+        ),
+        "kind handler": outcome(
+            lambda: _correlated(lambda route: route.add_handler("order", lambda d: [d]), kind)
+        ),
+    }
+
+
+@scenario
 def config_errors() -> Observation:
     with tempfile.TemporaryDirectory() as directory:
         missing = os.path.join(directory, "missing.yaml")
@@ -393,6 +547,25 @@ def _start(route: Route) -> None:
     route.start()
     route.stop()
     route.join()
+
+
+@scenario
+def route_from_a_one_route_document() -> Observation:
+    text = "routes:\n  only:\n    input:\n      memory:\n        topic: t\n"
+    document = {"routes": {"only": {"input": {"memory": {"topic": "t"}}}}}
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "routes.yaml")
+        with open(path, "w") as file:
+            file.write(text)
+        return {
+            "named": outcome(lambda: type(Route.from_file(path, "only")).__name__),
+            "another name": outcome(lambda: Route.from_file(path, "other")),
+            "without a name": {
+                "from_file": outcome(lambda: type(Route.from_file(path)).__name__),
+                "from_str": outcome(lambda: type(Route.from_str(text)).__name__),
+                "from_config": outcome(lambda: type(Route.from_config(document)).__name__),
+            },
+        }
 
 
 @scenario
@@ -432,6 +605,138 @@ def errors_and_signatures() -> Observation:
     }
 
 
+# --- Middleware over a real HTTP server, and RabbitMQ ---------------------------------------
+
+
+class _CookieServer:
+    """A loopback HTTP/1.1 server (standard library): ``/login`` sets ``sid=abc``, ``/token``
+    answers an ``x-token`` header; each request's headers are kept (names lower-cased)."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        seen: list[dict[str, str]] = []
+
+        class Answer(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # the standard library's name
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                seen.append({k.lower(): v for k, v in self.headers.items()})
+                self.send_response(200)
+                if self.path == "/login":
+                    self.send_header("Set-Cookie", "sid=abc; Path=/; HttpOnly")
+                if self.path == "/token":
+                    self.send_header("x-token", "T-123")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.seen = seen
+        self.publishers: list[Publisher] = []
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def publisher(self, path: str, **jar: Any) -> Publisher:
+        url = f"http://127.0.0.1:{self._server.server_address[1]}{path}"
+        config = {"http": {"url": url}, "middlewares": [{"cookie_jar": jar}]}
+        self.publishers.append(Publisher.from_config(config))
+        return self.publishers[-1]
+
+    def headers(self, name: str) -> list[str | None]:
+        """Header `name` of each request so far; then they are forgotten."""
+        seen, self.seen[:] = list(self.seen), []
+        return [request.get(name) for request in seen]
+
+    def close(self) -> None:
+        for publisher in self.publishers:
+            close = getattr(publisher, "close", None)  # mq-bridge-py 0.3.2 has none
+            if close is not None:
+                close()
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@scenario
+def cookie_jar() -> Observation:
+    server = _CookieServer()
+    scope = _topic("scope")
+    try:
+        alone = server.publisher("/login")
+        alone.send(Message(b"1"))
+        alone.send(Message(b"2"))
+        observed: Observation = {"one jar, two requests": server.headers("cookie")}
+        login = server.publisher("/login", shared_scope=scope)
+        api = server.publisher("/api", shared_scope=scope)
+        login.send(Message(b"x"))
+        api.send(Message(b"x"))
+        server.publisher("/api", shared_scope=scope + "-other").send(Message(b"x"))
+        server.publisher("/api").send(Message(b"x"))
+        api.send(Message(b"x", {"cookie": "mine=1"}))
+        api.send(Message(b"x"))
+        observed["shared scope, another scope, none, explicit"] = server.headers("cookie")
+        token = server.publisher(
+            "/token", shared_scope=scope, capture_metadata_keys=["x-token"],
+            export_metadata_prefix="jar.",
+        )  # fmt: skip
+        reply = token.request(Message(b"login"))
+        observed["reply exports"] = {k: v for k, v in reply.metadata.items() if "jar." in k}
+        injecting = server.publisher(
+            "/api", shared_scope=scope, inject_metadata={"x-auth": "x-token"}
+        )
+        injecting.send(Message(b"x"))
+        injecting.send(Message(b"x", {"x-auth": "own"}))
+        observed["injected"] = server.headers("x-auth")[-2:]
+        return observed
+    finally:
+        server.close()
+
+
+@scenario
+def cookie_jar_in_memory() -> Observation:
+    scope, topic = _topic("scope"), _topic("jar")
+    jar = {"cookie_jar": {"shared_scope": scope, "export_metadata_prefix": "s."}}
+    publisher = Publisher.from_config({"memory": {"topic": topic}, "middlewares": [jar]})
+    publisher.send(b"a", {"set-cookie": "sid=abc; Path=/"})
+    publisher.send(b"b", {"cookie": "lang=en"})
+    publisher.send(b"c")
+    consumer = Consumer.from_config({"memory": {"topic": topic}})
+    got = consumer.poll(max=10, timeout_ms=1000)
+    consumer.close()
+    return {"sent metadata": [m.metadata for m in got]}
+
+
+@scenario
+def amqp_broadcast() -> Observation:
+    """The seed's broadcast mode: three subscribers and a publisher of one subscribe_mode
+    config. Needs RabbitMQ: `test_compat.py` names the URL and a unique queue (and deletes
+    what it declares); without them, nothing to observe."""
+    url, name = os.environ.get("MQB_COMPAT_AMQP_URL"), os.environ.get("MQB_COMPAT_AMQP_NAME")
+    if not url or not name:
+        return {"skipped": "MQB_COMPAT_AMQP_URL and MQB_COMPAT_AMQP_NAME are not set"}
+    config = {"amqp": {"url": url, "queue": name, "subscribe_mode": True}}
+    subscribers = [Consumer.from_config(config) for _ in range(3)]
+    for subscriber in subscribers:
+        subscriber.poll(max=1, timeout_ms=300)  # subscribed before anything is published
+    publisher = Publisher.from_config(config)
+    for number in range(3):
+        publisher.send(Message(f"m{number}".encode()))
+    received = []
+    for subscriber in subscribers:
+        got: list[str] = []
+        deadline = time.monotonic() + 10
+        while len(got) < 3 and time.monotonic() < deadline:
+            got += [_text(m.payload) for m in subscriber.poll(max=10, timeout_ms=200)]
+            subscriber.commit()
+        received.append(got)
+        subscriber.close()
+    return {"each subscriber received": received}
+
+
 # --- Config types and schema ----------------------------------------------------------------
 
 
@@ -453,6 +758,7 @@ def schema_shape() -> Observation:
         "root": {
             key: value for key, value in schema.items() if key not in ("$defs", "description")
         },
+        "root type": schema.get("type"),
         "$defs present": sorted(defs),
         "Route properties": sorted(defs.get("Route", {}).get("properties", {})),
         "MemoryConfig properties": sorted(defs.get("MemoryConfig", {}).get("properties", {})),

@@ -208,6 +208,7 @@ def _assemble(endpoint_plugins: dict[str, Plugin], middleware_plugins: dict[str,
         "title": "ConfigDocument",
         "description": "An mq_bridge config: named sections, a bare route, a bare endpoint "
         "or a map of route names to routes.",
+        "type": "object",  # every shape is one (both peers' root says so too)
         "anyOf": [
             {"$ref": "#/$defs/ConfigSections"},
             {"$ref": "#/$defs/Route"},

@@ -13,6 +13,7 @@ __all__ = [
     "BufferMiddleware",
     "ConfigDocument",
     "ConfigSections",
+    "CookieJarMiddleware",
     "CustomConfig",
     "CustomMiddleware",
     "DeadLetterQueueMiddleware",
@@ -174,6 +175,30 @@ class ConfigSections(TypedDict, total=False):
     publishers: dict[str, Endpoint]
     #: Consumer endpoints by name.
     consumers: dict[str, Endpoint]
+
+
+class CookieJarMiddleware(TypedDict, total=False):
+    """Cookie/session jar: reads cookie and set-cookie metadata, keeps the session's cookies and
+    sends them back on later requests; can capture, inject and export other values.
+    """
+
+    #: Share one session with every cookie_jar of the process that names this scope (across
+    #: endpoints and routes). Without it the middleware has its own.
+    shared_scope: Union[str, None]
+    #: Metadata key of the HTTP Cookie header (read and written).
+    cookie_metadata_key: str
+    #: Metadata key of the HTTP Set-Cookie header (read).
+    set_cookie_metadata_key: str
+    #: Further metadata keys whose values are kept in the session.
+    capture_metadata_keys: list[str]
+    #: Add the session to each message as metadata: PREFIXcookie.<name> for cookies,
+    #: PREFIXvalue.<name> for captured values.
+    export_metadata_prefix: Union[str, None]
+    #: Outgoing metadata key -> session value name, added when the message lacks the key:
+    #: {"authorization": "access_token"}.
+    inject_metadata: dict[str, str]
+    #: Cookies kept per session; the least recently set are dropped (mq-bridge 1.2.0).
+    max_cookies: int
 
 
 class _CustomConfigRequired(TypedDict):
@@ -645,6 +670,7 @@ class Middleware(TypedDict, total=False):
     """One middleware: exactly one middleware key with its options."""
 
     buffer: BufferMiddleware
+    cookie_jar: CookieJarMiddleware
     custom: CustomMiddleware
     deduplication: DeduplicationMiddleware
     delay: DelayMiddleware

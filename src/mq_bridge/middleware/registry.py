@@ -19,4 +19,5 @@ MIDDLEWARE_MODULES: dict[str, str] = {
     "buffer": "mq_bridge.middleware.buffer",
     "weak_join": "mq_bridge.middleware.weak_join",
     "custom": "mq_bridge.middleware.custom",
+    "cookie_jar": "mq_bridge.middleware.cookie_jar",
 }

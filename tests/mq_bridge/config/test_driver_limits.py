@@ -66,6 +66,7 @@ ROOT_VALUES = {
 }
 MIDDLEWARES: dict[str, dict[str, Any]] = {
     "buffer": {"max_messages": 10, "max_delay_ms": 10},
+    "cookie_jar": {},
     "custom": {"name": "mine"},
     "deduplication": {"ttl_seconds": 60},
     "delay": {"delay_ms": 1},

@@ -44,6 +44,21 @@ def test_the_package_root_exposes_the_same_schema() -> None:
     assert public_config_schema() == config_schema()
 
 
+def test_the_root_is_an_object_of_any_document_shape() -> None:
+    """Both peers' root has ``"type": "object"`` (editors and tools key on it); ours keeps
+    the `anyOf` that accepts every shape the loaders take, the peers' map of routes too."""
+    schema = config_schema()
+    assert schema["type"] == "object"
+    assert [shape["$ref"] for shape in schema["anyOf"]] == [
+        "#/$defs/ConfigSections", "#/$defs/Route", "#/$defs/Endpoint", "#/$defs/RouteMap",
+    ]  # fmt: skip
+    validator = Draft202012Validator(schema)
+    route = {"input": {"memory": {"topic": "a"}}, "output": {"memory": {"topic": "b"}}}
+    for document in ({"routes": {"r": route}}, route, {"memory": {"topic": "a"}}, {"r": route}):
+        assert validator.is_valid(document), document
+    assert not validator.is_valid(["not", "an", "object"])
+
+
 def test_route_options_have_defaults_and_descriptions() -> None:
     route = config_schema()["$defs"]["Route"]
     options = route["properties"]

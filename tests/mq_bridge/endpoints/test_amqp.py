@@ -313,6 +313,45 @@ def test_subscribers_each_get_every_message_of_a_fanout_exchange(amqp_url: str, 
         delete_exchange(amqp_url, exchange)
 
 
+def queue_exists(url: str, queue: str) -> bool:
+    import pika
+
+    found = []
+
+    def probe(channel: object) -> None:
+        try:
+            channel.queue_declare(queue, passive=True)  # type: ignore[attr-defined]
+            found.append(True)
+        except pika.exceptions.ChannelClosedByBroker:
+            pass  # 404: no such queue
+
+    _admin(url, probe)
+    return bool(found)
+
+
+def test_a_publisher_of_a_subscribe_mode_config_reaches_every_subscriber(
+    amqp_url: str, queue: str
+) -> None:
+    """The seed's broadcast mode: one config, three subscribers and a publisher built from it.
+
+    Both peers publish to the fanout exchange (named after `queue` when there is no
+    `exchange`) and declare no queue; a durable `queue` would only collect what nobody reads.
+    """
+    cfg = config(amqp_url, queue, subscribe_mode=True)
+    try:
+        subscribers = [open_input(cfg) for _ in range(3)]
+        with Publisher.from_config(cfg) as publisher:
+            publisher.send_batch([b"a", b"b"])
+            publisher.send(b"c")
+        for source in subscribers:
+            got = [m.payload for b in receive_n(source, 3) for m in b.messages]
+            assert got == [b"a", b"b", b"c"]
+            source.close()
+        assert not queue_exists(amqp_url, queue)
+    finally:
+        delete_exchange(amqp_url, queue)
+
+
 def test_a_send_to_a_missing_queue_fails(amqp_url: str, queue: str) -> None:
     output = open_output(config(amqp_url, queue, no_declare_queue=True))
     with pytest.raises(Exception, match="unroutable"):

@@ -93,3 +93,19 @@ def test_a_send_that_must_wait_runs_off_the_loop_and_the_loop_keeps_going():
     ticks, payloads = asyncio.run(main())
     assert payloads == [b"first", b"second"]
     assert ticks >= 3  # the loop kept running while the send waited
+
+
+def test_async_send_and_request_refuse_metadata_beside_a_message():
+    """As the sync Publisher (and both peers): a Message carries its own metadata."""
+
+    async def main() -> None:
+        async with AsyncPublisher.from_config({"memory": {"topic": unique("meta")}}) as publisher:
+            for call in (publisher.send, publisher.request):
+                try:
+                    await call(Message(b"m"), {"x": "1"})
+                except TypeError as error:
+                    assert "metadata must be None when message is a Message" in str(error)
+                else:
+                    raise AssertionError(f"{call.__name__} took metadata beside a Message")
+
+    asyncio.run(main())

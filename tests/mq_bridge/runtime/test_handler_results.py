@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
 
@@ -27,6 +28,24 @@ def run_one(handler, message: Message, **route_options) -> list[Message]:  # typ
 
 
 SOURCE = Message(b'{"n": 1}', {"kind": "order", "tenant": "t1"}, id="order-1")
+#: What every result of SOURCE carries in addition (both peers): the input's id, 32 hex digits.
+CORRELATED = {**SOURCE.metadata, "correlation_id": uuid.UUID(SOURCE.id).hex}
+
+
+def raw(message: Message) -> bytes:  # the handlers of the precedence table below
+    return b"raw"
+
+
+def raw2(message: Message) -> bytes:
+    return b"raw2"
+
+
+def k1(data: object) -> bytes:
+    return b"k1"
+
+
+def k2(data: object) -> bytes:
+    return b"k2"
 
 
 @pytest.mark.parametrize(
@@ -44,7 +63,7 @@ def test_values_become_payloads_keeping_the_input_id_and_metadata(result, payloa
     (out,) = run_one(lambda message: result, SOURCE)
     assert out.payload == payload
     assert out.id == SOURCE.id
-    assert out.metadata == SOURCE.metadata
+    assert out.metadata == CORRELATED
 
 
 def test_none_forwards_nothing():
@@ -59,23 +78,51 @@ def test_none_forwards_nothing():
     assert read(sink, 1, timeout=0.05) == []
 
 
-def test_a_returned_message_is_forwarded_as_is():
+def test_a_returned_message_keeps_its_own_metadata_and_id_and_gains_a_correlation_id():
     reply = Message(b"other", {"x": "y"}, id="reply-1")
     (out,) = run_one(lambda message: reply, SOURCE)
-    assert (out.payload, out.metadata, out.id) == (b"other", {"x": "y"}, reply.id)
+    assert (out.payload, out.id) == (b"other", reply.id)
+    assert out.metadata == {"x": "y", "correlation_id": CORRELATED["correlation_id"]}
+    assert reply.metadata == {"x": "y"}  # the handler's own message is not changed
+
+
+def test_a_returned_message_without_an_id_takes_the_input_id():
+    """Both peers: a redelivered input gives the same output id (downstream dedup works)."""
+    fresh = Message(b"new")
+    (out,) = run_one(lambda message: fresh, SOURCE)
+    assert (out.payload, out.id) == (b"new", SOURCE.id)
+    assert fresh.id is None
 
 
 def test_with_json_and_with_payload_keep_id_and_metadata():
     (out,) = run_one(lambda m: m.with_json({"seen": m.json()["n"]}), SOURCE)
-    assert (out.json(), out.id, out.metadata) == ({"seen": 1}, SOURCE.id, SOURCE.metadata)
+    assert (out.json(), out.id, out.metadata) == ({"seen": 1}, SOURCE.id, CORRELATED)
     (out,) = run_one(lambda m: m.with_payload(m.text().upper().encode()), SOURCE)
     assert out.payload == b'{"N": 1}'
 
 
-def test_correlation_id_carries_over_even_onto_a_returned_message():
+def test_every_result_carries_a_correlation_id_its_own_else_the_input_s_else_its_id():
+    """Both peers' rule: the result's own correlation_id, else the input's, else the input
+    id in 32 hex digits (uuid.UUID(id).hex) -- on every output message of a handler."""
     source = Message(b"q", {"correlation_id": "c-1"})
     (out,) = run_one(lambda message: Message(b"a"), source)
     assert out.metadata == {"correlation_id": "c-1"}
+    (out,) = run_one(lambda message: message, source)
+    assert out.metadata == {"correlation_id": "c-1"}
+    (out,) = run_one(lambda message: Message(b"a", {"correlation_id": "own"}), source)
+    assert out.metadata == {"correlation_id": "own"}
+    (out,) = run_one(lambda message: message, SOURCE)  # the pass-through
+    assert (out.metadata, out.id) == (CORRELATED, SOURCE.id)
+
+
+def test_a_route_without_a_handler_adds_no_correlation_id():
+    """Both peers add it only where a handler ran."""
+    source, sink = unique("in"), unique("out")
+    config = {"input": {"memory": {"topic": source}}, "output": {"memory": {"topic": sink}}}
+    with Route.from_config(config), Publisher.from_config({"memory": {"topic": source}}) as p:
+        p.send(b"x", {"kind": "k"})
+        (out,) = read(sink, 1, timeout=5.0)
+    assert out.metadata == {"kind": "k"}
 
 
 def test_kind_handlers_get_json_and_a_raw_handler_is_the_fallback():
@@ -91,6 +138,42 @@ def test_kind_handlers_get_json_and_a_raw_handler_is_the_fallback():
         publisher.send(b"plain")
         outs = read(sink, 3, timeout=5.0)
     assert [m.payload for m in outs] == [b'{"order":42}', b"fallback:other", b"fallback:plain"]
+
+
+@pytest.mark.parametrize(
+    ("build", "kind", "called"),
+    [
+        (lambda r: r.add_handler("o", k1).with_handler(raw), "o", b"raw"),
+        (lambda r: r.with_handler(raw).add_handler("o", k1), "o", b"k1"),
+        (lambda r: r.with_handler(raw).add_handler("o", k1), "other", b"raw"),
+        (lambda r: r.add_handler("o", k1).with_handler(raw).add_handler("x", k2), "o", b"raw"),
+        (lambda r: r.add_handler("o", k1).with_handler(raw).add_handler("x", k2), "x", b"k2"),
+        (lambda r: r.with_handler(raw).add_handler("o", k1).with_handler(raw2), "o", b"raw2"),
+        (lambda r: r.add_handler("o", k1).add_handler("o", k2), "o", b"k2"),
+    ],
+    ids=[
+        "raw after kind replaces it",
+        "kind after raw takes its kind",
+        "kind after raw leaves raw the rest",
+        "a kind added after a raw one that replaced kinds",
+        "the kind added last",
+        "the last raw replaces kinds added before it",
+        "the last handler of a kind",
+    ],
+)
+def test_handler_precedence_is_the_peers(build, kind, called):
+    """Both peers: `with_handler` replaces every handler set before it (kinds too); kinds
+    added after it take their kinds and leave it the rest."""
+    source, sink = unique("in"), unique("out")
+    route = build(
+        Route.from_config(
+            {"input": {"memory": {"topic": source}}, "output": {"memory": {"topic": sink}}}
+        )
+    )
+    with route, Publisher.from_config({"memory": {"topic": source}}) as publisher:
+        publisher.send(b"{}", {"kind": kind})
+        (out,) = read(sink, 1, timeout=5.0)
+    assert out.payload == called
 
 
 def test_a_kind_without_handler_or_fallback_is_dropped_and_the_route_goes_on(caplog):

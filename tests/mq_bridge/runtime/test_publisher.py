@@ -15,12 +15,25 @@ def test_send_bytes_with_metadata_a_message_and_json_with_an_id():
     topic = unique("pub")
     with Publisher.from_config({"memory": {"topic": topic}}) as publisher:
         publisher.send(b"raw", {"k": "v"})
-        publisher.send(Message(b"msg", id="fixed"), {"extra": "1"})
+        publisher.send(Message(b"msg", {"extra": "1"}, id="fixed"))
         publisher.send_json({"a": 1}, {"kind": "x"}, id="0x10")
     raw, msg, doc = read(topic, 3, 5.0)
     assert (raw.payload, raw.metadata) == (b"raw", {"k": "v"})
     assert (msg.id, msg.metadata) == (Message(b"", id="fixed").id, {"extra": "1"})
     assert (doc.json(), doc.metadata, doc.id) == ({"a": 1}, {"kind": "x"}, str(uuid.UUID(int=16)))
+
+
+def test_a_message_with_metadata_beside_it_is_a_type_error_and_nothing_is_sent():
+    """Both peers: metadata goes with bytes only; a Message carries its own (even {})."""
+    topic = unique("pub")
+    with Publisher.from_config({"memory": {"topic": topic}}) as publisher:
+        for metadata in ({"x": "1"}, {}):
+            with pytest.raises(TypeError, match="metadata must be None when message is a Message"):
+                publisher.send(Message(b"m"), metadata)
+            with pytest.raises(TypeError, match="metadata must be None when message is a Message"):
+                publisher.request(Message(b"m"), metadata)
+        publisher.send(Message(b"m"), None)
+    assert [m.payload for m in read(topic, 5, 0.5)] == [b"m"]
 
 
 def test_send_batch_keeps_order():

@@ -45,6 +45,23 @@ def test_a_running_route_refuses_a_second_start_and_a_stopped_one_starts_again()
     assert not route.running
 
 
+def test_a_running_route_refuses_new_handlers_and_a_stopped_one_takes_them():
+    """Both peers: the running route would go on with the handlers it started with."""
+    route = simple().with_handler(lambda message: message)
+    route.start()
+    try:
+        for change in (
+            lambda: route.with_handler(lambda message: None),
+            lambda: route.add_handler("order", lambda data: data),
+        ):
+            with pytest.raises(RuntimeError, match="cannot be modified while the route is running"):
+                change()
+    finally:
+        route.stop()
+        route.join()
+    assert route.with_handler(lambda message: message).add_handler("k", dict) is route
+
+
 def test_run_blocks_until_stop_is_called_from_another_thread():
     route = simple()
     stopped_at: list[float] = []

@@ -11,6 +11,7 @@ Features
       consumers share; with an `exchange`, the queue is bound to that fanout exchange.
     - `subscribe_mode`: each input gets an exclusive, auto-deleted queue bound to the fanout
       `exchange`, so every subscriber gets every message published after it subscribed.
+      A publisher of the same config publishes to that exchange (as both peers).
     - Output: persistent messages (``delivery_mode`` 2) with publisher confirms; a send
       returns once the broker confirmed every message of it. A batch is pipelined (all
       published, then all confirms awaited), by the sending thread on a connection of the

@@ -52,11 +52,14 @@ class AmqpOutput(OutputEndpoint):
         self._confirms: Confirms | None = None
         self._lock = threading.Lock()  # (re)opening the channel
         self._closed = False
-        self._exchange = options.exchange or ""
+        # subscribe_mode: to the fanout exchange the subscribers bind (as both peers).
+        self._exchange = (
+            options.fanout_exchange if options.subscribe_mode else options.exchange or ""
+        )
         self._routing_key = options.queue or ""
         # Straight to a queue: a missing queue makes the broker return the message, and
         # the send fails instead of the message vanishing.
-        self._mandatory = not options.exchange
+        self._mandatory = not self._exchange
         self._delivery_mode = 1 if options.no_persistence else 2
         self._replies: dict[str, concurrent.futures.Future[Message]] = {}
         self._reply_consumer: Channel | None = None

@@ -4,7 +4,9 @@
                       `exchange` too, the (fanout) exchange and the queue bound to it
     subscribe_mode    the fanout exchange (`exchange`, else the queue's name) and an
                       exclusive, auto-deleted queue ``mq-bridge-<name>-<uuid>`` bound to it
-                      (mq-bridge's naming): each subscriber gets every message
+                      (mq-bridge's naming): each subscriber gets every message; a publisher
+                      declares only that exchange and publishes to it (no queue: one would
+                      only collect what nobody reads), as both peers do
     publisher only    `no_declare_queue` skips the queue (it must exist)
 
 Exchanges named ``amq.*`` are the broker's own and are never declared.
@@ -25,7 +27,7 @@ def declare(channel: Channel, options: AmqpOptions, consumer: bool) -> str:
     pika, run = channel.pika, channel.run
     durable = not options.no_persistence
     subscriber = consumer and options.subscribe_mode
-    exchange = options.fanout_exchange if subscriber else options.exchange
+    exchange = options.fanout_exchange if options.subscribe_mode else options.exchange
     if exchange and not exchange.startswith("amq."):
         run(
             lambda done: pika.exchange_declare(exchange, "fanout", durable=durable, callback=done),
@@ -41,7 +43,7 @@ def declare(channel: Channel, options: AmqpOptions, consumer: bool) -> str:
         )
         run(lambda done: pika.queue_bind(name, exchange, "", callback=done), CONNECT_TIMEOUT)
         return name
-    queue = options.queue
+    queue = None if options.subscribe_mode else options.queue
     if queue and (consumer or not options.no_declare_queue):
         timeout = CONNECT_TIMEOUT
         run(lambda done: pika.queue_declare(queue, durable=durable, callback=done), timeout)
