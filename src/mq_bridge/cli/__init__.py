@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import os
 import sys
 from collections.abc import Callable, Sequence
 
-from mq_bridge import __version__
 from mq_bridge.errors import MQBridgeError
 
 __all__ = ["build_parser", "fail", "main"]
@@ -42,13 +42,23 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 done; 1 error; 2 usage error; 3 run dropped messages (a "
         "handler or output failed for good); 130 interrupted.",
     )
-    parser.add_argument("--version", action="version", version=f"mq-bridge {__version__}")
+    parser.add_argument("--version", action="version", version=f"mq-bridge {package_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in _COMMAND_MODULES:
         module = importlib.import_module(f"mq_bridge.cli.{name}")
         module.add_parsers(subparsers)
     return parser
+
+
+def package_version() -> str:
+    """The installed distribution's version (the source's when it is not installed)."""
+    try:
+        return importlib.metadata.version("twainmq")  # one distribution holds both packages
+    except importlib.metadata.PackageNotFoundError:
+        from mq_bridge import __version__
+
+        return __version__
 
 
 def main(argv: Sequence[str] | None = None) -> int:

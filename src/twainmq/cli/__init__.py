@@ -5,7 +5,8 @@
 
 The store directory comes from ``--root``, else ``$TWAINMQ_ROOT``, else ``./twain-data``;
 only ``create`` makes it (see ``store.py``). Errors print one line naming what was wrong
-and exit 1; usage errors exit 2; Ctrl-C exits 130. No traceback reaches the user
+and exit 1; usage errors exit 2; Ctrl-C and SIGTERM stop a command the same way (``produce``
+says how many lines it wrote) and exit 130. No traceback reaches the user
 (``TWAINMQ_DEBUG=1`` shows one for an internal error).
 """
 
@@ -13,10 +14,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import logging
 import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
 
 from twainmq.cli.store import resolve_root
 from twainmq.errors import TwainMQError
@@ -37,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--root", metavar="DIR", help="the store directory (default: $TWAINMQ_ROOT or ./twain-data)"
     )
+    parser.add_argument("--version", action="version", version=f"twainmq {package_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for name in _COMMAND_MODULES:
@@ -52,7 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _show_warnings()
     run: Command = args.run
     try:
-        return run(args)
+        with _sigterm_as_interrupt():
+            return run(args)
     except TwainMQError as error:
         return fail(str(error))
     except KeyboardInterrupt:
@@ -66,6 +74,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("TWAINMQ_DEBUG"):
             raise
         return fail(f"internal error {type(error).__name__}: {error} (TWAINMQ_DEBUG=1 shows more)")
+
+
+def package_version() -> str:
+    """The installed distribution's version (the source's when it is not installed)."""
+    try:
+        return importlib.metadata.version("twainmq")
+    except importlib.metadata.PackageNotFoundError:
+        from twainmq import __version__
+
+        return __version__
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``kill``, a service manager, a timeout) stops the command as Ctrl-C does:
+    the same way out, the same words, exit 130."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread (main() called from a thread)
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:  # None: a handler not set from Python, which cannot be put back
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 class _StderrWarnings(logging.Handler):

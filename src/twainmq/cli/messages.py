@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import sys
-import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, is_dataclass
 from typing import Any
 
 from twainmq.cli.progress import Progress, add_progress_option
+from twainmq.cli.render import render
 from twainmq.cli.store import open_store
 from twainmq.errors import InvalidKeyError, TwainMQError
-from twainmq.message import Message
 from twainmq.producer import Producer
 
 _FOLLOW_POLL_SECONDS = 0.5
@@ -57,7 +54,11 @@ def add_parsers(subparsers: Any) -> None:
     consume.add_argument("-f", "--follow", action="store_true", help="wait for new messages")
     consume.add_argument("-n", "--max", type=int, help="stop after this many messages")
     consume.add_argument("-g", "--group", help="consume as a member of this group (commits)")
-    consume.add_argument("--json", action="store_true", help="one JSON object per line")
+    consume.add_argument(
+        "--json", action="store_true",
+        help="one JSON object per line; a bytes payload that is JSON appears as "
+        '{"json": VALUE}, other text as {"text": ...}, binary data as {"bytes": HEX}',
+    )  # fmt: skip
     consume.add_argument(
         "--on-gap", default="raise", choices=["raise", "skip"],
         help="offsets missing from a partition (damaged files): stop with an error (default) "
@@ -171,7 +172,7 @@ def consume_messages(args: argparse.Namespace) -> int:
                 message = consumer.poll(timeout=_FOLLOW_POLL_SECONDS)
             if message is None:
                 break
-            print(_render(message, args.json), flush=args.follow)
+            print(render(message, args.json), flush=args.follow)
             if args.group:
                 consumer.commit()
             progress.update(count + 1)
@@ -179,36 +180,3 @@ def consume_messages(args: argparse.Namespace) -> int:
         progress.finish()
         consumer.close()
     return 0
-
-
-def _render(message: Message, as_json: bool) -> str:
-    body = message.message
-    if as_json:
-        return json.dumps(
-            {
-                "partition": message.partition,
-                "offset": message.offset,
-                "key": message.key,
-                "timestamp": message.timestamp_us / 1e6,
-                "message": _jsonable(body),
-            },
-            ensure_ascii=False,
-        )
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(message.timestamp_us / 1e6))
-    return f"{message.partition}:{message.offset}\t{message.key}\t{stamp}Z\t{_text(body)}"
-
-
-def _jsonable(body: Any) -> Any:
-    if isinstance(body, bytes):
-        return {"bytes": body.hex()}
-    if is_dataclass(body) and not isinstance(body, type):
-        return {"type": type(body).__name__, **asdict(body)}
-    return body
-
-
-def _text(body: Any) -> str:
-    if isinstance(body, str):
-        return body
-    if isinstance(body, bytes):
-        return f"<{len(body)} bytes> {body[:32].hex()}{'…' if len(body) > 32 else ''}"
-    return repr(body)
