@@ -60,6 +60,13 @@ def test_browse_topics_partitions_and_messages(
     assert numbers(browser, "partitions", "partition", "end") == {
         str(p.partition): str(p.end_offset) for p in expected["orders"].partitions
     }
+    billing = describe_group(
+        GroupPaths.of(store_root, "orders", "billing"), store.end_offsets("orders")
+    )
+    lags = browser.find_elements(By.CSS_SELECTOR, '#topic-groups tr[data-group="billing"] td.lag')
+    assert {cell.get_attribute("data-partition"): cell.text for cell in lags} == {
+        str(p): str(lag.lag) for p, lag in billing.partitions.items()
+    }
     row = browser.find_element(By.CSS_SELECTOR, '#partitions tr[data-partition="2"]')
     row.find_element(By.LINK_TEXT, "latest messages").click()
     wait_for_url(browser, "?partition=2")
@@ -170,3 +177,40 @@ def test_live_routes_page_shows_a_running_route(
         assert shown("received") == "25"
         assert shown("errors") == "0"
         assert "running" in browser.find_element(By.CSS_SELECTOR, row).text
+
+
+def test_the_messages_table_fits_a_1280_px_window(browser: Any, tmp_path: Path) -> None:
+    """Bridge messages with long metadata (an unbroken 300-character value, a long JSON
+    payload) and the table still ends inside the window: no column cut off, no sideways
+    scroll; a metadata value too long to show whole is cut, with the whole in its title."""
+    from selenium.webdriver.common.by import By
+
+    from mq_bridge import Message
+
+    root = tmp_path / "store"
+    token = "t" * 300
+    endpoint = {"twain": {"root": str(root), "topic": "wide", "create": {"partitions": 1}}}
+    with Publisher.from_config(endpoint) as publisher:
+        publisher.send_batch(
+            Message.from_json(
+                {"order": n, "lines": [{"sku": f"sku-{i}"} for i in range(40)]}
+            ).with_metadata({"token": token, "traceparent": "00-" + "ab" * 16 + "-" + "cd" * 8})
+            for n in range(5)
+        )
+    with ConsoleServer(ConsoleSettings(store_root=root), 0) as server:
+        browser.set_window_size(1280, 900)
+        browser.get(f"{server.url}/topics/wide/messages?partition=0")
+        browser.find_element(By.CSS_SELECTOR, "#messages tr[data-offset]")
+        shot(browser, tmp_path, "messages-1280")
+        width = browser.execute_script("return document.documentElement.clientWidth")
+        assert 1100 <= width <= 1280
+        scroll = browser.execute_script("return document.documentElement.scrollWidth")
+        assert scroll <= width, f"the page scrolls sideways: {scroll} px wide in {width}"
+        for header in browser.find_elements(By.CSS_SELECTOR, "#messages th"):
+            right = browser.execute_script(
+                "return arguments[0].getBoundingClientRect().right", header
+            )
+            assert right <= width, f"the {header.text} column ends at {right} px, past {width}"
+        cut = browser.find_element(By.CSS_SELECTOR, "#messages td.meta div[title]")
+        assert cut.get_attribute("title") == f"token={token}"
+        assert cut.text.endswith("…") and len(cut.text) < 200

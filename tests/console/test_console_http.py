@@ -83,7 +83,8 @@ def test_messages_are_paged_newest_first(console: ConsoleServer) -> None:
     assert list(cells(last, "offset", "offset")) == [str(o) for o in range(4, -1, -1)]
     assert 'id="older"' not in last
     assert "<pre>order 1</pre>" in last  # partition 1 holds 1, 4, 7, ...: offset 0 is "order 1"
-    assert "no messages on this page" in get(f"{base}&page=3")
+    empty = get(f"{base}&page=3")
+    assert 'id="messages-empty"' in empty and "No messages on this page" in empty
 
 
 def test_undecodable_values_are_shown_as_hex(console: ConsoleServer) -> None:
@@ -107,6 +108,42 @@ def test_groups_pages_show_commits_and_lag(console: ConsoleServer, store_root: P
     assert cells(html, "partition", "lag") == {
         str(p): str(lag.lag) for p, lag in described.partitions.items()
     }
+
+
+def test_topic_page_shows_the_groups_reading_it_with_lag_per_partition(
+    console: ConsoleServer, store_root: Path
+) -> None:
+    store = Twain(store_root)
+    described = describe_group(
+        GroupPaths.of(store_root, "orders", "billing"), store.end_offsets("orders")
+    )
+    html = get(f"{console.url}/topics/orders")
+    row = re.search(r'<tr data-group="billing">(.*?)</tr>', html)
+    assert row, html
+    lags = dict(re.findall(r'<td class="n lag" data-partition="(\d+)"[^>]*>([\d,]+)<', row[1]))
+    assert lags == {str(p): f"{lag.lag:,}" for p, lag in described.partitions.items()}
+    total = sum(lag.lag for lag in described.partitions.values())
+    assert f'<td class="n total-lag">{total:,}</td>' in row[1]
+    assert f'title="committed {described.partitions[0].committed:,} of ' in row[1]
+    assert 'href="/groups/orders/billing"' in row[1]
+    audit = get(f"{console.url}/topics/audit")  # nobody reads it
+    assert 'id="topic-groups-empty"' in audit and "No consumer group has read this topic" in audit
+
+
+def test_an_empty_table_says_what_to_do(tmp_path: Path) -> None:
+    from mq_bridge.observability.counters import reset_route_counters
+
+    root = tmp_path / "empty-store"
+    Twain(root)  # a store without topics
+    reset_route_counters()  # no route of an earlier test in this process
+    with ConsoleServer(ConsoleSettings(store_root=root, attached=True), 0) as server:
+        topics = get(f"{server.url}/topics")
+        groups = get(f"{server.url}/groups")
+        routes = get(f"{server.url}/routes")
+    assert 'id="topics-empty"' in topics
+    assert f"twainmq --root {root} create NAME -p 4" in topics
+    assert 'id="groups-empty"' in groups and "No consumer groups yet" in groups
+    assert 'id="routes-empty"' in routes and "No routes in this process yet" in routes
 
 
 def _csrf(html: str) -> str:

@@ -21,6 +21,7 @@ with one line, and one log line (the traceback at DEBUG).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import ipaddress
 import logging
@@ -34,7 +35,13 @@ from aiohttp import web
 
 from mq_bridge.console import pages
 from mq_bridge.console.access import Handler, HostRule, access_middleware, refusal, shown
-from mq_bridge.console.views import RateSampler, StoreView, route_rows
+from mq_bridge.console.views import (
+    SAMPLE_INTERVAL,
+    RateSampler,
+    StoreView,
+    route_rows,
+    sample_routes,
+)
 from mq_bridge.endpoints.kit.bad_requests import BadRequests
 from twainmq import InvalidTopicNameError
 from twainmq.groups import InvalidGroupNameError
@@ -95,6 +102,7 @@ _SETTINGS = web.AppKey("settings", ConsoleSettings)
 _VIEW = web.AppKey("view", object)
 _RATES = web.AppKey("rates", RateSampler)
 _METRICS = web.AppKey("metrics", object)
+_SAMPLING = web.AppKey("sampling", object)
 
 
 def make_app(settings: ConsoleSettings) -> web.Application:
@@ -108,6 +116,9 @@ def make_app(settings: ConsoleSettings) -> web.Application:
         app[_VIEW] = StoreView(open_read_only(settings.store_root))
     app[_RATES] = RateSampler()
     app[_METRICS] = _registry(settings)
+    if settings.attached:
+        app.on_startup.append(_start_sampling)
+        app.on_cleanup.append(_stop_sampling)
     app.router.add_get("/", _index)
     app.router.add_get("/topics", _topics)
     app.router.add_get("/topics/{topic}", _topic)
@@ -119,6 +130,26 @@ def make_app(settings: ConsoleSettings) -> web.Application:
     app.router.add_get("/api/routes", _api_routes)
     app.router.add_get("/metrics", _metrics)
     return app
+
+
+async def _start_sampling(app: web.Application) -> None:
+    """Look at the routes' counters every `SAMPLE_INTERVAL`, so a rate always has a base
+    (`RateSampler`): the first read of a page shows the rate, not 0."""
+    app[_SAMPLING] = asyncio.get_running_loop().create_task(_sample_forever(app[_RATES]))
+
+
+async def _sample_forever(sampler: RateSampler) -> None:
+    while True:
+        sample_routes(sampler)
+        await asyncio.sleep(SAMPLE_INTERVAL)
+
+
+async def _stop_sampling(app: web.Application) -> None:
+    task = app[_SAMPLING]
+    assert isinstance(task, asyncio.Task)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 @web.middleware
@@ -181,7 +212,7 @@ async def _index(request: web.Request) -> web.Response:
 
 async def _topics(request: web.Request) -> web.Response:
     rows = await _in_thread(_view(request).topics)
-    return _html(pages.topics_page(rows, _where(request)))
+    return _html(pages.topics_page(rows, _where(request), request.app[_SETTINGS].store_root))
 
 
 async def _topic(request: web.Request) -> web.Response:
@@ -190,7 +221,8 @@ async def _topic(request: web.Request) -> web.Response:
         row = await _in_thread(view.topic, request.match_info["topic"])
     except KeyError:
         return _not_found(request, f"no topic {request.match_info['topic']!r}")
-    return _html(pages.topic_page(row, _where(request)))
+    groups = await _in_thread(view.topic_groups, row) if row.description is not None else []
+    return _html(pages.topic_page(row, _where(request), groups))
 
 
 async def _messages(request: web.Request) -> web.Response:

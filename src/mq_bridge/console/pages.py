@@ -1,7 +1,10 @@
 """The console's HTML: small server-rendered pages, one function each (no template engine).
 
 Every value goes through `esc`. Tables carry ``id``s and ``data-*`` attributes so that
-scripts and the browser tests find a figure without parsing prose.
+scripts and the browser tests find a figure without parsing prose. A table without rows
+says, in one row, why and what to do. The messages table fits the window (fixed columns,
+long values wrapped, a metadata value past `MAX_METADATA_SHOWN` characters cut with the
+whole of it in its ``title``), so it holds at 1280 px.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterable, Sequence
 from html import escape
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -37,7 +41,13 @@ td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 .flash{background:#e6f4ea;border:1px solid #1b7f3b;padding:.5em 1em}
 .warn{background:#fdecea;border:1px solid #b3261e;padding:.5em 1em}
 form.inline{display:inline}button{cursor:pointer}
+tr.empty td{color:#6b7785;font-style:italic}.scroll{overflow-x:auto}
+table.fit{width:100%;table-layout:fixed}table.fit td{overflow-wrap:anywhere}
+td.meta div{white-space:pre-wrap}
 """
+
+#: The longest metadata value the messages page shows whole (the rest is in its title).
+MAX_METADATA_SHOWN = 120
 
 
 def esc(value: Any) -> str:
@@ -61,12 +71,27 @@ def layout(title: str, body: str, where: str, refresh_script: str = "") -> str:
     )
 
 
-def _table(table_id: str, headers: Sequence[str], rows: Iterable[str]) -> str:
+def _table(
+    table_id: str,
+    headers: Sequence[str],
+    rows: Iterable[str],
+    empty: str = "",
+    css_class: str = "",
+    columns: str = "",
+) -> str:
+    """A table; `empty` (HTML) is its one row when `rows` has none, `columns` its
+    ``<colgroup>``."""
     head = "".join(
         f'<th class="n">{esc(h[1:])}</th>' if h.startswith("#") else f"<th>{esc(h)}</th>"
         for h in headers
     )
-    return f'<table id="{table_id}"><tr>{head}</tr>{"".join(rows)}</table>'
+    body = "".join(rows)
+    if not body and empty:
+        body = (
+            f'<tr class="empty"><td colspan={len(headers)} id="{table_id}-empty">{empty}</td></tr>'
+        )
+    classes = f' class="{css_class}"' if css_class else ""
+    return f'<table id="{table_id}"{classes}>{columns}<tr>{head}</tr>{body}</table>'
 
 
 def _num(name: str, value: Any) -> str:
@@ -101,7 +126,7 @@ def _retention(row: TopicRow) -> str:
     return " / ".join(parts) or "forever"
 
 
-def topics_page(rows: Sequence[TopicRow], where: str) -> str:
+def topics_page(rows: Sequence[TopicRow], where: str, root: Path | None = None) -> str:
     body = []
     for row in rows:
         link = f'<a href="{_url("topics", row.name)}">{esc(row.name)}</a>'
@@ -123,12 +148,17 @@ def topics_page(rows: Sequence[TopicRow], where: str) -> str:
             + f'<td class="retention">{esc(_retention(row))}</td></tr>'
         )
     headers = ["Topic", "#Partitions", "#Messages", "#End offsets (sum)", "#Bytes", "#Segments"]
-    table = _table("topics", [*headers, "Retention"], body)
+    store = f" --root {root}" if root is not None else ""
+    empty = (
+        f"No topics yet: create one with <code>twainmq{esc(store)} create NAME -p 4</code>, "
+        "or run a route or publisher whose <code>twain</code> endpoint has <code>create:</code>."
+    )
+    table = _table("topics", [*headers, "Retention"], body, empty)
     summary = f'<p class="muted">{len(rows)} topic(s)</p>'
     return layout("Topics", summary + table, where)
 
 
-def topic_page(row: TopicRow, where: str) -> str:
+def topic_page(row: TopicRow, where: str, groups: Sequence[GroupRow] = ()) -> str:
     if row.description is None:
         return layout(f"Topic {row.name}", f'<p class="bad">{esc(row.error)}</p>', where)
     config = row.description.config
@@ -154,7 +184,49 @@ def topic_page(row: TopicRow, where: str) -> str:
             + f'<td>{messages_link}</td><td class="bad">{problems}</td></tr>'
         )
     headers = ["#Partition", "#Start", "#End", "#Messages", "#Bytes", "#Segments", "", "Problems"]
-    return layout(f"Topic {row.name}", facts + _table("partitions", headers, body), where)
+    partitions = _table("partitions", headers, body)
+    groups_table = _topic_groups(row, groups)
+    return layout(f"Topic {row.name}", facts + partitions + groups_table, where)
+
+
+def _topic_groups(row: TopicRow, groups: Sequence[GroupRow]) -> str:
+    """The groups reading the topic: lag per partition (committed and end in the title)."""
+    count = len(row.description.partitions) if row.description is not None else 0
+    body = []
+    for group in groups:
+        link = f'<a href="{_url("groups", row.name, group.group)}">{esc(group.group)}</a>'
+        if group.description is None:
+            body.append(
+                f'<tr data-group="{esc(group.group)}"><td>{link}</td>'
+                f'<td colspan={count + 2} class="bad">{esc(group.error)}</td></tr>'
+            )
+            continue
+        cells = []
+        for partition in range(count):
+            lag = group.description.partitions.get(partition)
+            if lag is None:
+                cells.append(f'<td class="n lag" data-partition="{partition}"></td>')
+                continue
+            committed = "nothing" if lag.committed is None else f"{lag.committed:,}"
+            title = f"committed {committed} of {lag.end_offset:,}"
+            cells.append(
+                f'<td class="n lag" data-partition="{partition}" title="{esc(title)}">'
+                f"{lag.lag:,}</td>"
+            )
+        body.append(
+            f'<tr data-group="{esc(group.group)}"><td>{link}</td>'
+            + _num("members", group.live_members)
+            + _num("total-lag", group.lag)
+            + "".join(cells)
+            + "</tr>"
+        )
+    headers = ["Group", "#Live members", "#Lag", *(f"#Lag p{p}" for p in range(count))]
+    empty = (
+        "No consumer group has read this topic yet: a consumer or route reading it with "
+        "<code>group: NAME</code> makes one, and its lag shows here."
+    )
+    table = _table("topic-groups", headers, body, empty)
+    return f'<h2>Consumer groups</h2><div class="scroll">{table}</div>'
 
 
 def messages_page(
@@ -168,23 +240,42 @@ def messages_page(
         pager.append(f'<a id="older" href="{base}&page={page + 1}">older</a>')
     body = []
     for row in rows:
-        metadata = "".join(f"{esc(k)}={esc(v)}<br>" for k, v in sorted(row.metadata.items()))
+        metadata = "".join(_metadata_entry(k, v) for k, v in sorted(row.metadata.items()))
         body.append(
             f'<tr data-offset="{row.offset}">'
             + _num("offset", row.offset)
-            + f"<td>{esc(row.timestamp)}</td><td>{esc(row.key)}</td>"
+            + f'<td class="written">{esc(row.timestamp.replace("T", " ", 1))}</td>'
+            f'<td class="key">{esc(row.key)}</td>'
             f'<td class="value"><pre>{esc(row.value)}</pre></td>'
-            f'<td class="muted">{metadata}</td></tr>'
+            f'<td class="meta muted">{metadata}</td></tr>'
         )
     intro = (
         f'<p>partition {partition}, page <span id="page">{page}</span> (newest first) · '
         + " · ".join(pager)
         + "</p>"
     )
-    if not rows:
-        intro += '<p class="muted">no messages on this page</p>'
-    table = _table("messages", ["#Offset", "Written", "Key", "Value", "Metadata"], body)
+    empty = (
+        "No messages on this page: the partition is empty here "
+        "(produce some with <code>twainmq produce TOPIC TEXT</code>), or go to newer ones."
+    )
+    headers = ["#Offset", "Written", "Key", "Value", "Metadata"]
+    table = _table("messages", headers, body, empty, "fit", _MESSAGE_COLUMNS)
     return layout(f"{topic}: messages", intro + table, where)
+
+
+#: The messages table's column widths: the value takes what the others leave.
+_MESSAGE_COLUMNS = (
+    '<colgroup><col style="width:6em"><col style="width:12.5em"><col style="width:8em">'
+    '<col><col style="width:30%"></colgroup>'
+)
+
+
+def _metadata_entry(key: str, value: str) -> str:
+    """One ``key=value`` line of the metadata cell; a long value cut, whole in its title."""
+    text = f"{key}={value}"
+    if len(text) <= MAX_METADATA_SHOWN:
+        return f"<div>{esc(text)}</div>"
+    return f'<div title="{esc(text)}">{esc(text[: MAX_METADATA_SHOWN - 1])}…</div>'
 
 
 def groups_page(rows: Sequence[GroupRow], where: str) -> str:
@@ -206,7 +297,12 @@ def groups_page(rows: Sequence[GroupRow], where: str) -> str:
             + "</tr>"
         )
     headers = ["Topic", "Group", "#Generation", "#Live members", "#Lag"]
-    return layout("Consumer groups", _table("groups", headers, body), where)
+    empty = (
+        "No consumer groups yet: a consumer or route that reads a topic with "
+        "<code>group: NAME</code> (or <code>twainmq consume TOPIC --group NAME</code>) "
+        "makes one."
+    )
+    return layout("Consumer groups", _table("groups", headers, body, empty), where)
 
 
 _GROUP_PARTITION_HEADERS = ["#Partition", "#End", "#Committed", "#Lag", "Owner"]
@@ -238,7 +334,8 @@ def group_page(row: GroupRow, where: str, actions: str, flash: str = "") -> str:
         + f'<p>topic <b>{esc(row.topic)}</b> · generation <span id="generation">'
         f"{described.generation}</span> · live members <span id=live>{row.live_members}</span>"
         f' · lag <span id="lag">{row.lag:,}</span></p><h2>Members</h2>'
-        + _table("members", ["Member", "Host", "#PID", "Status", "Partitions"], members)
+        + _table("members", ["Member", "Host", "#PID", "Status", "Partitions"], members,
+                 "No members: nobody reads with this group now (it can be reset).")
         + "<h2>Partitions</h2>"
         + _table("group-partitions", _GROUP_PARTITION_HEADERS, partitions)
         + actions
@@ -339,7 +436,8 @@ def routes_page(rows: Sequence[dict[str, Any]], attached: bool, where: str) -> s
         "Route", "State", "Health", "Endpoints", "#In/s", "#Acked/s", "#Received", "#Sent",
         "#Acked", "#In flight", "#Retried", "#Errors", "#Dropped", "#Dead-lettered", "Last error",
     ]  # fmt: skip
-    return layout("Routes", _table("routes", headers, body), where, _REFRESH)
+    empty = "No routes in this process yet: the config's routes appear here once they start."
+    return layout("Routes", _table("routes", headers, body, empty), where, _REFRESH)
 
 
 def error_page(title: str, message: str, where: str) -> str:

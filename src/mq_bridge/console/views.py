@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any
 
@@ -34,6 +36,7 @@ __all__ = [
     "StoreView",
     "decode_value",
     "route_rows",
+    "sample_routes",
 ]
 
 #: Longest decoded value a page shows (the rest is cut, and says so).
@@ -67,6 +70,11 @@ class StoreView:
 
     def groups(self) -> list[GroupRow]:
         return describe_groups(self.store)
+
+    def topic_groups(self, topic: TopicRow) -> list[GroupRow]:
+        """The groups that read `topic` (a directory under the store's ``.groups/``), each
+        with its commits and lag per partition."""
+        return describe_groups(self.store, {topic.name: topic.end_offsets}, topic=topic.name)
 
     def group(self, topic: str, group: str) -> GroupRow:
         paths = GroupPaths.of(self.store.root_dir, topic, group)
@@ -169,31 +177,67 @@ def decode_value(value: Any) -> tuple[str, dict[str, str]]:
 
 
 class RateSampler:
-    """Messages per second of each route, from two looks at its counters ≥ 1 s apart."""
+    """Messages per second of each route over about the last `window` seconds.
 
-    def __init__(self, window: float = 1.0) -> None:
-        self._window = window
+    Every look at a route's counters is kept (one per `spacing` seconds at most): a page,
+    ``/api/routes``, and the console's own look every `SAMPLE_INTERVAL` while attached to
+    a bridge (`sample_routes`). A rate is the change between the figures now and the
+    oldest look kept, at least `window` seconds old once the console has been up that
+    long, over the time between. So two reads close together share their base, and a
+    route that acks one big batch every few seconds does not read 0 between its acks.
+    Before any look is `min_span` old (the console just started), the rate is the average
+    since the route started.
+    """
+
+    def __init__(
+        self,
+        window: float = 5.0,
+        min_span: float = 0.5,
+        spacing: float = 0.25,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._window, self._min_span, self._spacing = window, min_span, spacing
+        self._clock = clock
         self._lock = threading.Lock()
-        self._last: dict[str, tuple[float, int, int]] = {}
-        self._rates: dict[str, tuple[float, float]] = {}
+        self._looks: dict[str, deque[tuple[float, int, int]]] = {}
 
-    def rates(self, route: str, received: int, acked: int) -> tuple[float, float]:
-        """(received/s, acked/s) of `route`, given its counters now."""
-        now = time.monotonic()
+    def rates(
+        self, route: str, received: int, acked: int, running_for: float | None = None
+    ) -> tuple[float, float]:
+        """(received/s, acked/s) of `route`, given its counters now (and, for the first
+        looks, how many seconds it has been running)."""
+        now = self._clock()
         with self._lock:
-            previous = self._last.get(route)
-            if previous is None:
-                self._last[route] = (now, received, acked)
-                return 0.0, 0.0
-            then, old_received, old_acked = previous
-            if now - then >= self._window:
-                elapsed = now - then
-                self._rates[route] = (
-                    (received - old_received) / elapsed,
-                    (acked - old_acked) / elapsed,
-                )
-                self._last[route] = (now, received, acked)
-            return self._rates.get(route, (0.0, 0.0))
+            looks = self._looks.setdefault(route, deque())
+            if not looks or now - looks[-1][0] >= self._spacing:
+                looks.append((now, received, acked))
+            while len(looks) > 1 and now - looks[1][0] >= self._window:
+                looks.popleft()  # the next one is old enough to be the base
+            then, old_received, old_acked = looks[0]
+        span = now - then
+        if span >= self._min_span:
+            return max(received - old_received, 0) / span, max(acked - old_acked, 0) / span
+        if running_for is not None and running_for >= self._min_span:
+            return received / running_for, acked / running_for
+        return 0.0, 0.0
+
+
+#: Seconds between the console's own looks at the routes' counters (`sample_routes`).
+SAMPLE_INTERVAL = 1.0
+
+
+def sample_routes(sampler: RateSampler) -> None:
+    """One look at every route's counters, so the next read has a base to compare with."""
+    for counters in all_route_counters():
+        totals = counters.totals()
+        sampler.rates(counters.route, totals["received"], totals["acked"])
+
+
+def _running_for(counters: Any) -> float | None:
+    started = getattr(counters, "started_at", None)
+    if started is None or not getattr(counters, "running", False):
+        return None
+    return max(time.time() - started, 0.0)
 
 
 def route_rows(sampler: RateSampler) -> list[dict[str, Any]]:
@@ -202,7 +246,7 @@ def route_rows(sampler: RateSampler) -> list[dict[str, Any]]:
     for counters in all_route_counters():
         totals = counters.totals()
         received_rate, acked_rate = sampler.rates(
-            counters.route, totals["received"], totals["acked"]
+            counters.route, totals["received"], totals["acked"], _running_for(counters)
         )
         endpoints = {side: _target(ep) for side, ep in counters.endpoints().items()}
         rows.append(

@@ -110,13 +110,16 @@ def end_offsets(store: Twain, topic: str) -> dict[int, int]:
 
 
 def describe_groups(
-    store: Twain, known_ends: Mapping[str, Mapping[int, int]] | None = None
+    store: Twain,
+    known_ends: Mapping[str, Mapping[int, int]] | None = None,
+    topic: str | None = None,
 ) -> list[GroupRow]:
-    """Every consumer group of the store; `known_ends` (topic -> partition -> end) saves
-    reading the topics' heads again when the caller has them."""
+    """Every consumer group of the store (or of `topic`); `known_ends` (topic -> partition
+    -> end) saves reading the topics' heads again when the caller has them."""
     rows = []
     ends: dict[str, Mapping[int, int]] = dict(known_ends or {})
-    for paths in list_groups(store.root_dir):
+    found = list_groups(store.root_dir)
+    for paths in found if topic is None else [g for g in found if g.topic == topic]:
         try:
             if paths.topic not in ends:
                 ends[paths.topic] = end_offsets(store, paths.topic)
