@@ -43,7 +43,6 @@ __all__ = [
     "dump_json",
     "fields_of",
     "messages_from_envelopes",
-    "messages_with_id_metadata",
     "messages_with_new_ids",
     "new_message_id",
     "new_message_ids",
@@ -366,37 +365,6 @@ def messages_with_new_ids(payloads: list[bytes], metadata: dict[str, str]) -> li
         message._id = id_value
         append(message)
     return messages
-
-
-def messages_with_id_metadata(messages: list[Message], key: str) -> list[Message]:
-    """`messages`, each that has no metadata `key` replaced by a copy whose `key` is its
-    own id in 32 hex digits (``uuid.UUID(id).hex``); the others are the same objects.
-
-    The trusted door for the route's handler stage, which gives every result a
-    ``correlation_id`` (both peers do): one call a batch, the copies built in place (each
-    needs its own metadata dict, as the value differs per message; ``copy()`` and a store
-    are half the cost of ``{**metadata, key: value}``, ``to_bytes().hex()`` half that of a
-    ``:032x`` format). A message without an id gets one first (see `Message.id_int`).
-    """
-    result: list[Message] = []
-    append = result.append
-    new = object.__new__
-    for message in messages:
-        metadata = message._metadata
-        if key in metadata:
-            append(message)
-            continue
-        id_value = message._id
-        if id_value is None:
-            id_value = message.id_int
-        metadata = metadata.copy()
-        metadata[key] = id_value.to_bytes(16, "big").hex()
-        copy = new(Message)
-        copy._payload = message._payload
-        copy._metadata = metadata
-        copy._id = id_value
-        append(copy)
-    return result
 
 
 def _dump_json_stdlib(data: Any) -> bytes:

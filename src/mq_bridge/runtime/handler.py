@@ -7,19 +7,12 @@ handler exactly like a failing broker: as a `SendError` with per-message causes.
 Handler results:
 
     None              acknowledged, nothing forwarded
-    Message           forwarded with its own metadata (and id, if it has one)
+    Message           forwarded as is
     bytes / str       raw payload / UTF-8 payload
     any other value   JSON payload
 
-Except for a returned `Message`, the result keeps the input's id and metadata; a returned
-`Message` without an id takes the input's (so a redelivered input gives the same output id).
-
-Every result carries a ``correlation_id``, as in both peers: its own when it has one, else
-the input's, else the input's id as 32 hex digits (so replies find their requester, and an
-output can be traced to the message it came from). A result then needs a metadata dict
-of its own (the value differs per message), made once with the key in it; a pass-through
-needs a new message too (the input's is shared: a nack requeues it, a broadcast gives it
-to every subscriber), made for the whole batch at once (`messages_with_id_metadata`).
+Except for a returned `Message`, the result keeps the input's id and metadata. Every result
+keeps the input's ``correlation_id`` (so replies find their requester).
 """
 
 from __future__ import annotations
@@ -34,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from mq_bridge.endpoints.base import OutputEndpoint
 from mq_bridge.errors import NonRetryableError, SendError
-from mq_bridge.message import Message, dump_json, fields_of, messages_with_id_metadata
+from mq_bridge.message import Message, dump_json
 from mq_bridge.middleware.base import OutputMiddleware
 from mq_bridge.observability.counters import HANDLER_SECONDS_BOUNDS
 
@@ -43,26 +36,22 @@ if TYPE_CHECKING:
 
 perf_counter = time.perf_counter
 
-__all__ = ["CORRELATION_ID", "Handler", "HandlerStage", "KindDispatcher", "to_output_message"]
+__all__ = ["Handler", "HandlerStage", "KindDispatcher", "to_output_message"]
 
 Handler = Callable[[Message], Any]
-
-
-#: The metadata key every handler result carries (see the module docstring).
-CORRELATION_ID = "correlation_id"
 
 
 def to_output_message(result: Any, source: Message) -> Message | None:
     """The message a handler's `result` stands for, given the `source` it handled."""
     kind = type(result)
+    # Messages are immutable, so a result may share the source's metadata dict.
     if kind is dict or kind is list:  # the usual JSON results first: one type check
-        return _from_source(dump_json(result), source)
+        return Message.trusted(dump_json(result), source.metadata_view, source.id_int)
     if result is None:
         return None
-    if result is source:
-        return messages_with_id_metadata([source], CORRELATION_ID)[0]
     if kind is Message or isinstance(result, Message):
-        return _returned_message(result, source)
+        result.id_int  # noqa: B018 - a new message gets its id as it travels
+        return _keep_correlation(result, source)
     if kind is bytes:
         payload = result
     elif kind is str:
@@ -71,36 +60,14 @@ def to_output_message(result: Any, source: Message) -> Message | None:
         payload = bytes(result)
     else:
         payload = dump_json(result)
-    return _from_source(payload, source)
+    return Message.trusted(payload, source.metadata_view, source.id_int)
 
 
-def _from_source(payload: bytes, source: Message) -> Message:
-    """`payload` with `source`'s id and metadata, and a correlation_id: the source's own,
-    else its id in 32 hex digits. The metadata is shared, not copied, when it has the key
-    (messages never change theirs); else one copy with the key added."""
-    metadata, _, id_value = fields_of(source)
-    if id_value is None:
-        id_value = source.id_int
-    if CORRELATION_ID not in metadata:
-        metadata = metadata.copy()
-        metadata[CORRELATION_ID] = id_value.to_bytes(16, "big").hex()
-    return Message.trusted(payload, metadata, id_value)
-
-
-def _returned_message(result: Message, source: Message) -> Message:
-    """A `Message` the handler returned: its own id (else the input's) and metadata, with
-    its own ``correlation_id``, else the input's (see `_from_source`)."""
-    metadata, payload, id_value = fields_of(result)
-    if CORRELATION_ID in metadata:
-        if id_value is not None:
-            return result
-    else:
-        correlation_id = source.get(CORRELATION_ID)
-        if correlation_id is None:
-            correlation_id = source.id_int.to_bytes(16, "big").hex()
-        metadata = metadata.copy()
-        metadata[CORRELATION_ID] = correlation_id
-    return Message.trusted(payload, metadata, source.id_int if id_value is None else id_value)
+def _keep_correlation(result: Message, source: Message) -> Message:
+    correlation_id = source.metadata_view.get("correlation_id")
+    if correlation_id is None or result.metadata_view.get("correlation_id") == correlation_id:
+        return result
+    return result.with_metadata(correlation_id=correlation_id)
 
 
 class KindDispatcher:
@@ -154,14 +121,12 @@ class HandlerStage(OutputMiddleware):
         failures: dict[int, BaseException] = {}
         pending: list[tuple[int, Any]] = []
         may_await = self._may_await
-        passed_through = False
         for index, message in enumerate(messages):
             try:
                 result = handler(message)
-                if result is message:  # the common pass-through: correlated below, at once
+                if result is message:  # the common pass-through: nothing to convert
                     results.append(message)
                     origins.append(index)
-                    passed_through = True
                     continue
                 if may_await and inspect.isawaitable(result):
                     pending.append((index, result))
@@ -175,8 +140,6 @@ class HandlerStage(OutputMiddleware):
                 origins.append(index)
         if pending:
             self._await_all(messages, pending, results, origins, failures)
-        if passed_through:
-            results = messages_with_id_metadata(results, CORRELATION_ID)
         if counters is not None:
             self._count_and_forward(counters, len(messages), results, origins, failures, started)
         elif results:
