@@ -2,7 +2,7 @@
 
 Each endpoint module exposes::
 
-    SCHEMA: dict                                   JSON Schema of its options
+    OPTIONS: type[Options]                         the declaration of its options (pydantic)
     build_input(options, context) -> InputEndpoint     (when it can be an input)
     build_output(options, context) -> OutputEndpoint   (when it can be an output)
 

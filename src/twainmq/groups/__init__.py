@@ -2,7 +2,7 @@
 
 No server: the group lives in ``<root>/.groups/<topic>/<group>/`` and every
 member coordinates through locks and atomically replaced JSON files there; committed
-offsets go to one append-only log per group (docs/group-commits.md).
+offsets go to one append-only log per group (docs/design.md, "Group commits").
 See docs/design.md, "Consumer groups", for the protocol and its failure cases.
 """
 

@@ -2,7 +2,7 @@
 group sync, compaction.
 
 Format, torn records and replay rules: ``commit_log_format``. Why one log per group and not a
-file per partition: docs/group-commits.md.
+file per partition: docs/design.md, "Group commits".
 
 An append (one commit call, any number of partitions) is::
 

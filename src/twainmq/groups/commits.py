@@ -1,14 +1,15 @@
 """Committed offsets: per partition, the next offset the group should read (Kafka's meaning).
 
-A group's commits live in one append-only log, ``commits.log`` (format: ``commit_log_format``;
-I/O: ``commit_log``; why: docs/group-commits.md). A commit call appends one checksummed record
-holding every partition it commits, so it is atomic (old or new offsets, never a mix) and its
-cost does not grow with the partitions a member owns. Each entry carries the committing
-owner's epoch; replay ignores an entry older than the partition's latest epoch, which is how
-fencing works: a member that takes a partition in a newer epoch first appends the latest
-commit under its own epoch (``adoption``), so whatever an expelled member appends later counts
-for nothing (and its ``commit()`` raises CommitFencedError when it sees the new epoch in the
-group state, which is saved before anyone can take the partition).
+A group's commits live in one append-only log, ``commits.log`` (format:
+``commit_log_format``; I/O: ``commit_log``; why: docs/design.md, "Group commits"). A commit
+call appends one checksummed record holding every partition it commits, so it is atomic (old
+or new offsets, never a mix) and its cost does not grow with the partitions a member owns.
+Each entry carries the committing owner's epoch; replay ignores an entry older than the
+partition's latest epoch, which is how fencing works: a member that takes a partition in a
+newer epoch first appends the latest commit under its own epoch (``adoption``), so whatever
+an expelled member appends later counts for nothing (and its ``commit()`` raises
+CommitFencedError when it sees the new epoch in the group state, which is saved before
+anyone can take the partition).
 
 A version-3 group has an entry for every partition from its creation on ("no commit yet"
 until the first commit), so a partition without one is damage, reported naming the log.

@@ -38,9 +38,10 @@ Options (declared in `options.py`, `TwainOptions`)
                         partitions move (default 10000): keep it above a handler's longest run
     commit_interval_ms  input: commit acks at most this often (default 0: each ack commits
                         before it returns). A commit is one record appended to the group's
-                        commit log (twainmq, docs/group-commits.md); with e.g. 100, a crash
-                        redelivers up to 100 ms more messages (never loses any). Idle inputs,
-                        handed-over partitions and close commit what is left at once
+                        commit log (twainmq; docs/design.md, "Group commits"); with e.g.
+                        100, a crash redelivers up to 100 ms more messages (never loses
+                        any). Idle inputs, handed-over partitions and close commit what is
+                        left at once
     create              create a missing topic: {partitions: 1, key_type: u16, and optionally
                         max_message_bytes, segment_bytes, retention_bytes, retention_seconds}
     exactly_once_output input: the twain topic (same store) this route writes to: messages
