@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from mq_bridge.errors import ConfigError
+
 __all__ = ["add_observability_options", "add_parsers", "observability", "run_console"]
 
 DEFAULT_CONSOLE_PORT = 8470
@@ -127,7 +129,8 @@ def _serve_metrics(args: argparse.Namespace) -> Callable[[], None]:
 
 
 def _serve_console(args: argparse.Namespace, port: int, attached: bool) -> Callable[[], None]:
-    from mq_bridge.console import ConsoleServer, ConsoleSettings
+    with _naming_the_extra("aiohttp", "the console", "console"):
+        from mq_bridge.console import ConsoleServer, ConsoleSettings
 
     root = getattr(args, "root", None) or getattr(args, "store", None)
     if root is not None and not Path(root).is_dir():
@@ -144,6 +147,19 @@ def _serve_console(args: argparse.Namespace, port: int, attached: bool) -> Calla
     mode = "actions enabled" if settings.allow_actions else "read-only"
     _say(f"console at {server.url}/ ({mode})", args)
     return server.stop
+
+
+@contextmanager
+def _naming_the_extra(module: str, what: str, extra: str) -> Iterator[None]:
+    """Turn "No module named `module`" (an optional package) into the pip install to run."""
+    try:
+        yield
+    except ModuleNotFoundError as error:
+        if (error.name or "").partition(".")[0] != module:
+            raise
+        raise ConfigError(
+            f"{what} needs the {module} package: pip install 'twainmq[{extra}]'"
+        ) from error
 
 
 def _say(text: str, args: argparse.Namespace) -> None:

@@ -36,8 +36,8 @@ _REGIONS = ("north", "south", "east", "west")
 _STALL_SECONDS = 30.0
 
 PIPELINE = """\
-# The mq-bridge demo's pipeline. Run it again with:
-#   mq-bridge run {config} --handler mq_bridge.cli.demo:enrich_order
+# The mq-bridge demo's pipeline. Run it again with (it stops after 1 s without a new order):
+#   mq-bridge run {config} --handler mq_bridge.cli.demo:enrich_order --stop-when-idle 1
 publishers:
   orders:            # where the demo publishes sample orders (keyed by customer)
     twain: {{root: {root}, topic: orders, key_from: customer,
@@ -164,6 +164,6 @@ def _print_summary(root: Path, config: Path, done: int, seconds: float) -> None:
         "inspect them:\n"
         f"  twainmq --root {root} describe orders.enriched\n"
         f"  mq-bridge consume {config} --consumer enriched --max 5 --json\n"
-        f"  mq-bridge run {config} --handler mq_bridge.cli.demo:enrich_order"
-        "   # resumes: nothing left to do"
+        f"  mq-bridge run {config} --handler mq_bridge.cli.demo:enrich_order --stop-when-idle 1"
+        "   # resumes: nothing left to do, so it stops after 1 s"
     )

@@ -41,7 +41,8 @@ def _prometheus() -> Any:
         from mq_bridge.errors import ConfigError
 
         raise ConfigError(
-            "metrics need prometheus-client: pip install 'twainmq[metrics]'", path="metrics"
+            "/metrics needs the prometheus-client package: pip install 'twainmq[metrics]'",
+            path="metrics",
         ) from error
     return core
 
@@ -271,9 +272,9 @@ def _group_families(core: Any, root: str, groups: Iterable[Any]) -> Iterator[Any
 def metrics_registry(store_roots: Sequence[str | Path] = (), routes: bool = True) -> Any:
     """A prometheus-client registry with this process's routes and the stores at
     `store_roots` (a private registry: the global default one is left alone)."""
+    _prometheus()  # first: without prometheus-client, the error that names the extra
     from prometheus_client import CollectorRegistry
 
-    _prometheus()
     registry = CollectorRegistry(auto_describe=False)
     if routes:
         registry.register(BridgeCollector())
@@ -292,6 +293,7 @@ def render_metrics(registry: Any) -> tuple[bytes, str]:
 def serve_metrics(port: int, host: str = "127.0.0.1", registry: Any = None) -> Any:
     """Serve ``/metrics`` on a daemon thread; returns the server (``shutdown()`` stops it,
     ``server_port`` is the port actually bound, for port 0)."""
+    _prometheus()
     from prometheus_client import start_http_server
 
     server, _thread = start_http_server(port, host, registry or metrics_registry())

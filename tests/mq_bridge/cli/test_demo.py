@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from mq_bridge import Consumer
 from tests.mq_bridge.cli.helpers import run_child
@@ -49,3 +53,38 @@ def test_running_the_demo_config_again_resumes_with_nothing_to_do(tmp_path: Path
     )  # fmt: skip
     assert rerun.returncode == 0, rerun.stderr
     assert "route enrich: 0 messages" in rerun.stdout
+
+
+#: A hinted command must end by itself within this bound (a generous one, on a loaded machine).
+HINT_SECONDS = 60
+_HINT_IN_CONFIG = re.compile(r"#[ \t]+((?:mq-bridge|twainmq) [^#\n]+)")
+_MODULES = {"mq-bridge": "mq_bridge", "twainmq": "twainmq"}
+
+
+def hinted_commands(printed: str, config: str) -> list[str]:
+    """The commands the demo tells the reader to run: its summary's, then its config's."""
+    summary = printed.split("inspect them:\n", 1)[1]
+    commands = [line.split("#")[0].strip() for line in summary.splitlines() if line.strip()]
+    return commands + [match.strip() for match in _HINT_IN_CONFIG.findall(config)]
+
+
+def test_every_command_the_demo_hints_at_runs_and_exits(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    demo = run_child("demo", "-n", "300", "--root", str(root), "-q", cwd=tmp_path)
+    assert demo.returncode == 0, demo.stderr
+    commands = hinted_commands(demo.stdout, (root / "pipeline.yaml").read_text())
+    assert len(commands) == 5, commands  # 3 printed, 2 in the config
+    for command in commands:
+        program, *args = shlex.split(command)
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", _MODULES[program], *args],
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                timeout=HINT_SECONDS,
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the hint {command!r} did not exit within {HINT_SECONDS} s")
+        assert done.returncode == 0, f"{command}\n{done.stderr}"
+        assert "Traceback" not in done.stderr
