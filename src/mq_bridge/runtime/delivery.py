@@ -141,10 +141,13 @@ class Deliverer:
                 held.append(pending[index])
                 causes.append(cause)
                 continue
-            dropped += 1
-            if self._replies is not None:  # a requester waiting for it: fail it now
-                self._replies.fail(pending[index], cause)
             why = self._policy.drop_reason(cause)
+            if self._replies is not None and self._replies.fail(pending[index], cause):
+                # Its requester was told (an http client's 500, `request()` raising): it
+                # holds the message and decides; nothing was lost, so it is no drop.
+                self._errors.failed(f"failing request {pending[index].id} ({why})", cause)
+                continue
+            dropped += 1
             self._errors.failed(f"dropping message {pending[index].id} ({why})", cause)
         if dropped:
             self._counters.add(dropped=dropped)

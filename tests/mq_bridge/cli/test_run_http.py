@@ -16,8 +16,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.mq_bridge.cli.helpers import spawn
 from tests.mq_bridge.endpoints.test_http import free_port
 
@@ -96,11 +94,6 @@ def test_ctrl_c_answers_the_requests_in_flight_and_exits_0(tmp_path: Path) -> No
     assert child.returncode == 0, err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime/delivery.py counts a request answered with its failure as dropped "
-    "(Deliverer._sort: dropped += 1 even when replies.fail() told its requester)",
-)
 def test_a_request_answered_with_its_failure_is_not_a_drop(tmp_path: Path) -> None:
     port, child = _serve(tmp_path)
     answers: list[tuple[int, bytes]] = []
