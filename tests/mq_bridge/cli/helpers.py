@@ -7,6 +7,8 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +24,26 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 
     The command sets up the ``mq_bridge`` logger as a process would; it is put back
     afterwards so that other tests see logging as they left it."""
+    with bridge_logging_restored():
+        try:
+            code = main(list(args))
+        except SystemExit as exit:  # argparse usage errors and --version
+            code = int(exit.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@contextmanager
+def bridge_logging_restored() -> Iterator[None]:
+    """Put the ``mq_bridge`` logger's level and handlers back after a command set them (a
+    level left at WARNING hides the DEBUG records later tests look for)."""
     logger = logging.getLogger("mq_bridge")
     level, handlers = logger.level, list(logger.handlers)
     try:
-        code = main(list(args))
-    except SystemExit as exit:  # argparse usage errors and --version
-        code = int(exit.code or 0)
+        yield
     finally:
         logger.setLevel(level)
         logger.handlers[:] = handlers
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def spawn(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:

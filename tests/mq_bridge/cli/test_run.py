@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 
 from mq_bridge.cli import main
-from tests.mq_bridge.cli.helpers import cli, read_json_lines, write_json_lines
+from tests.mq_bridge.cli.helpers import (
+    bridge_logging_restored,
+    cli,
+    read_json_lines,
+    write_json_lines,
+)
 
 TWO_ROUTES = """\
 routes:
@@ -331,7 +336,8 @@ def test_the_live_progress_line_ends_before_stopped(
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
     argv = ["run", "bridge.yaml", "--route", "audit", "--handler", "slow.py:f"]
-    assert main([*argv, "--progress-interval", "0.05"]) == 0
+    with bridge_logging_restored():
+        assert main([*argv, "--progress-interval", "0.05"]) == 0
     shown = terminal.getvalue()
     assert "\r\x1b[K[" in shown
     assert "\nstopped: every input is exhausted\n" in shown
