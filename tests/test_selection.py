@@ -19,13 +19,13 @@ QUICK = "tests/twainmq/test_processes.py::test_an_exclusive_producer_makes_other
 FAULTS = "tests/faults/test_poison.py"  # marked faults only, not slow
 
 
-def collected(*args: str, ci: str | None = None) -> tuple[str, set[str]]:
-    """pytest's header and the ids it would run, collecting in a child process."""
+def pytest_child(*args: str, ci: str | None = None) -> str:
+    """The output of ``pytest --collect-only ARGS`` in a child process (CI=`ci`, or unset)."""
     env = {key: value for key, value in os.environ.items() if key not in ("CI", "PYTEST_ADDOPTS")}
     if ci is not None:
         env["CI"] = ci
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        [sys.executable, "-m", "pytest", "--collect-only", "-p", "no:cacheprovider", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -33,42 +33,37 @@ def collected(*args: str, ci: str | None = None) -> tuple[str, set[str]]:
         timeout=120,
     )
     assert done.returncode in (0, 5), done.stdout + done.stderr  # 5: everything deselected
-    ids = {line.split("[")[0] for line in done.stdout.splitlines() if "::" in line}
-    header = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-p", "no:cacheprovider", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
-    return header, ids
+    return done.stdout
+
+
+def collected(*args: str, ci: str | None = None) -> set[str]:
+    """The ids (without parameters) pytest would run."""
+    out = pytest_child("-q", *args, ci=ci)
+    return {line.split("[")[0] for line in out.splitlines() if "::" in line}
 
 
 def test_outside_ci_the_plain_run_leaves_out_slow_and_faults_tests_and_says_so() -> None:
-    header, ids = collected("tests/twainmq/test_processes.py", FAULTS)
+    ids = collected("tests/twainmq/test_processes.py", FAULTS)
     assert QUICK in ids
     assert SLOW not in ids
     assert not any(test.startswith(FAULTS) for test in ids)
+    header = pytest_child(QUICK)
     assert "outside CI: -m 'not performance and not slow and not faults'" in header
     assert "-m slow" in header
 
 
 @pytest.mark.parametrize("ci", ["true", "TRUE"])
 def test_under_ci_everything_runs(ci: str) -> None:
-    header, ids = collected("tests/twainmq/test_processes.py", FAULTS, ci=ci)
+    ids = collected("tests/twainmq/test_processes.py", FAULTS, ci=ci)
     assert {QUICK, SLOW} <= ids
     assert any(test.startswith(FAULTS) for test in ids)
-    assert "outside CI" not in header
 
 
 def test_an_explicit_marker_expression_wins() -> None:
-    _, slow = collected("tests/twainmq/test_processes.py", "-m", "slow")
-    assert SLOW in slow and QUICK not in slow
-    _, faults = collected(FAULTS, "-m", "faults")
-    assert faults and all(test.startswith(FAULTS) for test in faults)
-    _, everything = collected("tests/twainmq/test_processes.py", "-m", "not performance")
-    assert {QUICK, SLOW} <= everything
+    slow = collected("tests/twainmq/test_processes.py", FAULTS, "-m", "slow")
+    assert SLOW in slow and QUICK not in slow and not any(t.startswith(FAULTS) for t in slow)
+    everything = collected("tests/twainmq/test_processes.py", FAULTS, "-m", "not performance")
+    assert {QUICK, SLOW} <= everything and any(t.startswith(FAULTS) for t in everything)
 
 
 def test_ci_runs_the_plain_pytest_under_ci_true() -> None:
