@@ -43,6 +43,16 @@ def method_frame(channel: int, class_id: int, method_id: int, arguments: bytes) 
     return _FRAME.pack(1, channel, len(payload)) + payload + _FRAME_END
 
 
+#: RabbitMQ's direct reply-to pseudo-queue: a mandatory publish to it is always returned as
+#: unroutable, even though it is delivered (RabbitMQ's direct reply-to guide), so a reply to
+#: it is published without `mandatory`.
+DIRECT_REPLY_TO_PREFIX = "amq.rabbitmq.reply-to"
+
+
+def is_direct_reply_to(routing_key: str) -> bool:
+    return routing_key.startswith(DIRECT_REPLY_TO_PREFIX)
+
+
 def short_string(text: str) -> bytes:
     data = text.encode()
     if len(data) > 255:
@@ -69,11 +79,12 @@ class Publish:
         """The Basic.Publish frame to `routing_key` (kept: usually there is one)."""
         frame = self._methods.get(routing_key)
         if frame is None:
+            mandatory = self._mandatory and not is_direct_reply_to(routing_key)
             arguments = (
                 b"\x00\x00"  # ticket
                 + short_string(self._exchange)
                 + short_string(routing_key)
-                + (b"\x01" if self._mandatory else b"\x00")  # mandatory, not immediate
+                + (b"\x01" if mandatory else b"\x00")  # mandatory, not immediate
             )
             frame = self._methods[routing_key] = method_frame(self._channel, *_PUBLISH, arguments)
         return frame

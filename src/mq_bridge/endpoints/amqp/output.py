@@ -16,6 +16,7 @@ from mq_bridge.endpoints.amqp.connection import (
     connection_parameters,
 )
 from mq_bridge.endpoints.amqp.direct import DirectPublisher
+from mq_bridge.endpoints.amqp.frames import is_direct_reply_to
 from mq_bridge.endpoints.amqp.options import AmqpOptions
 from mq_bridge.endpoints.amqp.publishing import Confirms, Pending
 from mq_bridge.endpoints.amqp.topology import declare
@@ -142,13 +143,14 @@ class AmqpOutput(OutputEndpoint):
             publish_on = channel.pika.basic_publish
             for index, (message, properties) in enumerate(items):
                 routing_key = key or properties.reply_to or ""
+                returnable = mandatory and not is_direct_reply_to(routing_key)
                 try:
-                    publish_on(exchange, routing_key, message.payload, properties, mandatory)
+                    publish_on(exchange, routing_key, message.payload, properties, returnable)
                 except Exception as error:
                     pending.fail_from(index, error)
                     return
                 if confirms is not None:
-                    confirms.expect(pending, index, properties.message_id if mandatory else None)
+                    confirms.expect(pending, index, properties.message_id if returnable else None)
             if confirms is None:
                 pending.done_all()
 
