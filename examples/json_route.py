@@ -39,9 +39,9 @@ def anything_else(message: Message) -> None:
 def main() -> None:
     route = (
         Route.from_str(CONFIG, "orders")
+        .with_handler(anything_else)  # first: a later with_handler replaces kind handlers
         .add_handler("order.created", order_created)
         .add_handler("order.cancelled", order_cancelled)
-        .with_handler(anything_else)
     )
     publisher = Publisher.from_config({"memory": {"topic": "shop.events"}})
     with route:
