@@ -8,8 +8,10 @@ The base revision is checked out once into a git worktree (``.bench-worktrees/<r
 ignored by git); each round runs every benchmark command once with the base's ``src/`` first
 on PYTHONPATH and once with the working tree's, alternating which goes first, in the same
 interpreter and venv (same dependencies). Each command prints lines with ``msg/s``; the last
-such figure of a run is taken. Prints every run, then per command the two medians and their
-ratio (after / before).
+such figure of a run is taken, or, for a command ending in ``:: LABEL`` (a script that prints
+several figures on a line, as ``mq_bridge_twain.py`` does), the number after ``LABEL`` on the
+last line that has one. Prints every run, then per command the two medians and their ratio
+(after / before).
 """
 
 from __future__ import annotations
@@ -40,8 +42,14 @@ def worktree(revision: str) -> Path:
     return path
 
 
-def figure(output: str) -> float:
-    """The last ``N msg/s`` figure printed (``12,345 msg/s``, ``98.7k msg/s``)."""
+def figure(output: str, label: str = "") -> float:
+    """The last ``N msg/s`` figure printed (``12,345 msg/s``, ``98.7k msg/s``), or the last
+    number printed after `label` (``route 123,456``)."""
+    if label:
+        numbers = re.findall(rf"(?<![\w.]){re.escape(label)} ([\d,]+)", output)
+        if not numbers:
+            raise ValueError(f"no '{label} N' in the output:\n{output[-2000:]}")
+        return float(numbers[-1].replace(",", ""))
     found = FIGURE.findall(output)
     if not found:
         raise ValueError(f"no 'msg/s' figure in the output:\n{output[-2000:]}")
@@ -51,6 +59,7 @@ def figure(output: str) -> float:
 
 
 def run(command: str, source: Path) -> float:
+    command, _, label = command.partition("::")
     argv = shlex.split(command)
     environment = {**os.environ, "PYTHONPATH": str(source / "src")}
     done = subprocess.run(
@@ -63,7 +72,7 @@ def run(command: str, source: Path) -> float:
     )
     if done.returncode != 0:
         raise RuntimeError(f"{command} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return figure(done.stdout)
+    return figure(done.stdout, label.strip())
 
 
 def main() -> None:

@@ -159,7 +159,8 @@ class _Worker(threading.Thread):
 
     def stop(self) -> None:
         self.stopping.set()
-        self.join(30)
+        if self.ident is not None:  # a case that failed before starting it: nothing to join
+            self.join(30)
 
 
 class NumberedProducer(_Worker):
