@@ -61,7 +61,6 @@ class FailurePolicy:
     """The verdict for each failure cause, given what the source and the route allow."""
 
     def __init__(self, source_redelivers: bool, on_error: str, stopping: threading.Event) -> None:
-        self.source_redelivers = source_redelivers
         self.on_error = on_error
         self.redeliver_faults = source_redelivers and on_error == "redeliver"
         self._stopping = stopping
