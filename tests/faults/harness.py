@@ -222,6 +222,20 @@ class Sink(_Worker):
         self.first_seen: dict[int, float] = {}
         self.last_new = time.monotonic()
         self.foreign: list[bytes] = []
+        # The test's thread reads what this one counts: a copy made while a count changes
+        # raised "dictionary changed size during iteration" (a GC pass mid-copy can run
+        # other threads), so both sides take this lock.
+        self._counting = threading.Lock()
+
+    def arrivals(self) -> dict[int, float]:
+        """A copy of `first_seen`: number -> when it first arrived."""
+        with self._counting:
+            return dict(self.first_seen)
+
+    def counts(self) -> Counter[int]:
+        """A copy of `seen`: number -> how often it arrived."""
+        with self._counting:
+            return Counter(self.seen)
 
     def run(self) -> None:
         consumer: Consumer | None = None
@@ -246,6 +260,10 @@ class Sink(_Worker):
             close_quietly(consumer)
 
     def _count(self, batch: list[Message]) -> None:
+        with self._counting:
+            self._count_locked(batch)
+
+    def _count_locked(self, batch: list[Message]) -> None:
         now = time.monotonic()
         for message in batch:
             try:
@@ -317,18 +335,19 @@ def measure(
     """The figures: `first_after` is the first number sent once the broker was going down;
     `broker_lost` picks, from the missing numbers, those the broker itself lost."""
     acked = set(producer.acked)
-    received = set(sink.seen)
+    seen, first_seen = sink.counts(), sink.arrivals()
+    received = set(seen)
     missing = acked - received
     sent = {n: Sent(producer.ids[n], producer.acked_at[n]) for n in missing}
     by_broker = broker_lost(sent) if missing else set()
     lost = sorted(missing - by_broker)
-    arrivals = [at for n, at in sink.first_seen.items() if n >= first_after and at >= t_up]
+    arrivals = [at for n, at in first_seen.items() if n >= first_after and at >= t_up]
     return Figures(
         scenario=scenario,
         acknowledged=len(acked),
         received=len(received & acked),
         lost=len(lost),
-        duplicates=sum(count - 1 for count in sink.seen.values()),
+        duplicates=sum(count - 1 for count in seen.values()),
         broker_lost=len(by_broker),
         recovery_seconds=round(min(arrivals) - t_up, 3) if arrivals else None,
         lost_examples=lost[:10],
@@ -345,7 +364,7 @@ def drain(producer: NumberedProducer, sink: Sink, timeout: float, stall: float) 
     started = time.monotonic()
     deadline = started + timeout
     while time.monotonic() < deadline:
-        if acked <= sink.first_seen.keys():
+        if acked <= sink.arrivals().keys():
             return
         if time.monotonic() - max(sink.last_new, started) > stall:
             return
@@ -501,7 +520,7 @@ def _wait_for_recovery(sink: Sink, first_after: int, t_up: float, timeout: float
     """Until a message sent since the outage began reached the sink after t_up."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if any(n >= first_after and at >= t_up for n, at in list(sink.first_seen.items())):
+        if any(n >= first_after and at >= t_up for n, at in sink.arrivals().items()):
             return True
         time.sleep(0.05)
     return False
