@@ -254,19 +254,29 @@ def render_stand_in(page: str) -> str:
 # --- the hooks -------------------------------------------------------------------------------
 
 
-def _guide(name: str, docs_dir: str) -> str | None:
+def _guide(name: str, docs_dir: str, package: str = "") -> str | None:
     """The link from a generated page to the endpoint's hand-written guide, if it has one.
 
-    docs/endpoints/<name>.md, else its section of docs/design.md ("The `name` endpoint");
-    the strict build checks that the page and the anchor exist.
+    docs/endpoints/<name>.md, else the page of the endpoint package that registers it
+    (`package`: ``redis`` for ``redis_streams``, which shares the redis package and page),
+    else its section of docs/design.md ("The `name` endpoint"); the strict build checks
+    that the page and the anchor exist.
     """
-    if (Path(docs_dir) / "endpoints" / f"{name}.md").is_file():
-        return f"../../endpoints/{name}.md"
+    for page in dict.fromkeys(page for page in (name, package) if page):
+        if (Path(docs_dir) / "endpoints" / f"{page}.md").is_file():
+            return f"../../endpoints/{page}.md"
     design = (Path(docs_dir) / "design.md").read_text(encoding="utf-8")
     heading = re.search(rf"^## (The `{re.escape(name)}` endpoint.*)$", design, re.MULTILINE)
     if heading:
         return f"../../design.md#{slugify(heading[1].replace('`', ''), '-')}"
     return None
+
+
+def _package(plugin: Any) -> str:
+    """The endpoint package a registered endpoint's module lives in (``mq_bridge.endpoints.
+    redis.streams`` -> ``redis``), or "" for a module directly under ``endpoints``."""
+    parts = plugin.module.__name__.split(".")
+    return parts[2] if len(parts) > 3 else ""
 
 
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
@@ -309,7 +319,9 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
         plugins = _plugins(kind)
         pages[f"{folder}/index.md"] = render_index(kind, plugins)
         for name, plugin in plugins.items():
-            guide = _guide(name, config["docs_dir"]) if kind == "endpoint" else None
+            guide = (
+                _guide(name, config["docs_dir"], _package(plugin)) if kind == "endpoint" else None
+            )
             pages[f"{folder}/{name}.md"] = render_plugin_page(plugin, guide)
     for page, content in pages.items():
         stand_in = files.get_file_from_path(page)

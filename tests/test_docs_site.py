@@ -69,3 +69,11 @@ def test_the_api_reference_is_rendered_from_docstrings(site: Path) -> None:
     assert "write_message" in page and "create_topic" in page
     page = (site / "reference" / "mq_bridge.html").read_text(encoding="utf-8")
     assert "from_config" in page
+
+
+def test_an_endpoint_sharing_a_package_links_that_package_guide(site: Path) -> None:
+    """`redis_streams` lives in the redis package, whose guide is endpoints/redis.md (the
+    navigation links every guide from every page: the guide sentence is what is checked)."""
+    page = (site / "reference" / "endpoints" / "redis_streams.html").read_text(encoding="utf-8")
+    guide = 'The guide, with semantics and examples: <a href="../../endpoints/redis.html">'
+    assert guide in page
