@@ -41,7 +41,9 @@ __all__ = [
     "Message",
     "coerce_metadata",
     "dump_json",
+    "dump_json_transient",
     "fields_of",
+    "json_send_parts",
     "messages_from_envelopes",
     "messages_with_new_ids",
     "new_message_id",
@@ -388,9 +390,36 @@ if _orjson is not None:
         except TypeError:  # e.g. integers beyond 64 bits: the standard library handles them
             return _dump_json_stdlib(data)
 
+    def dump_json_transient(data: Any) -> bytes:
+        """`dump_json` for a payload encoded into a record at once and then dropped: orjson's
+        buffer is not copied, since it is not kept (see `dump_json`). Same bytes, same errors."""
+        try:
+            return _orjson_dumps(data, option=_NON_STR_KEYS)
+        except TypeError:
+            return _dump_json_stdlib(data)
+
 else:  # pragma: no cover
     _loads = _json.loads
-    dump_json = _dump_json_stdlib
+    dump_json = dump_json_transient = _dump_json_stdlib
+
+
+def json_send_parts(
+    data: Any,
+    metadata: Mapping[str, str] | None,
+    id: str | int | uuid.UUID | None,
+    dump: Callable[[Any], bytes] = dump_json,
+) -> tuple[bytes, dict[str, str], int]:
+    """The payload, checked metadata and id of `Message.from_json(data, metadata, id)` about
+    to be sent: the prologue of `Publisher.send_json` and of every endpoint's `json_sender`.
+
+    The checks run in `Message`'s order (payload, metadata, id), so a bad value fails here
+    exactly as ``send_one(Message.from_json(data, metadata, id))`` would; the id is the one
+    given, or a new one (the message travels now). `dump` is `dump_json_transient` for a
+    caller that encodes the payload into a record at once.
+    """
+    payload = dump(data)
+    checked = coerce_metadata(metadata) if metadata else NO_METADATA
+    return payload, checked, new_message_id() if id is None else normalize_message_id(id)
 
 
 def _coerce_payload(payload: object) -> bytes:

@@ -22,9 +22,8 @@ from mq_bridge.message import (
     NO_METADATA,
     Message,
     coerce_metadata,
-    dump_json,
+    json_send_parts,
     new_message_id,
-    normalize_message_id,
 )
 from mq_bridge.runtime.constructors import ClosedOnExit, FromConfig
 from mq_bridge.runtime.factory import build_output, new_context
@@ -68,13 +67,7 @@ class Publisher(FromConfig, ClosedOnExit):
         if self._send_json is not None:
             self._send_json(data, metadata, id)
             return
-        self._send_one(
-            _trusted_message(
-                dump_json(data),
-                coerce_metadata(metadata) if metadata else NO_METADATA,
-                new_message_id() if id is None else normalize_message_id(id),
-            )
-        )
+        self._send_one(_trusted_message(*json_send_parts(data, metadata, id)))
 
     def send_batch(self, messages: Iterable[Message | bytes]) -> None:
         """Send several messages in one endpoint call (one round trip where supported)."""

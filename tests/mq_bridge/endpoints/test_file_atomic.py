@@ -1,15 +1,17 @@
-"""The file endpoint's atomic replacement (group progress, deleting acked records)."""
+"""The file endpoint's atomic replacement (group progress, deleting acked records): the kit's
+`replaced_atomically`."""
 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
-from mq_bridge.endpoints.file import atomic
-from mq_bridge.endpoints.file.atomic import replaced_atomically
 from mq_bridge.endpoints.file.progress import GroupProgress
+from mq_bridge.endpoints.kit import atomic_files as atomic
+from mq_bridge.endpoints.kit.atomic_files import replaced_atomically
 
 
 def test_a_failed_replacement_leaves_the_old_content_and_no_temporary(tmp_path: Path) -> None:
@@ -42,3 +44,32 @@ def test_the_new_content_and_the_directory_are_synced_before_it_returns(
     progress.save(42)
     assert events == ["fsync-file", "replace", "fsync-dir"]
     assert progress.load() == 42
+
+
+def test_two_threads_replacing_one_file_at_once_both_succeed_and_one_wins_whole(
+    tmp_path: Path,
+) -> None:
+    """Each thread has its own temporary file: with one name per process, the second open
+    would truncate the first's file and the second rename would find nothing to rename."""
+    path = tmp_path / "progress"
+    path.write_bytes(b"old")
+    contents = [b"a" * 100_000, b"b" * 100_000]
+    both_written = threading.Barrier(2, timeout=10.0)
+    errors: list[BaseException] = []
+
+    def replace(content: bytes) -> None:
+        try:
+            with replaced_atomically(path) as file:
+                file.write(content)
+                both_written.wait()  # both temporary files are open and written at once
+        except BaseException as error:
+            errors.append(error)
+
+    writers = [threading.Thread(target=replace, args=(content,)) for content in contents]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(10.0)
+    assert errors == []
+    assert path.read_bytes() in contents
+    assert os.listdir(tmp_path) == ["progress"]

@@ -14,6 +14,7 @@ import pytest
 from mq_bridge import Consumer, Message, Publisher, Route
 from mq_bridge.endpoints.base import BuildContext
 from mq_bridge.endpoints.kit.connections import ConnectionRegistry
+from mq_bridge.endpoints.kit.replies import process_replies
 from mq_bridge.errors import ConfigError, EndpointUnavailableError, RequestTimeoutError
 from mq_bridge.runtime.factory import build_input, build_output, new_context
 
@@ -287,3 +288,24 @@ def test_interrupt_ends_a_waiting_receive(session: Any) -> None:
     reader.join(10.0)
     assert not reader.is_alive() and not result[0]
     source.close()
+
+
+def test_closing_an_input_forgets_the_forwarders_of_unanswered_requests(session: Any) -> None:
+    """A request read but never answered must not leave its forwarder in the process-wide
+    reply registry once the input is closed (it would hold the closed client forever)."""
+    config = session(clean_session=True)
+    context = new_context("test")
+    source = build_input(config, context)
+    source.connect()
+    correlation_ids = [uuid.uuid4().hex for _ in range(3)]
+    with Publisher.from_config(config) as publisher:
+        for correlation_id in correlation_ids:
+            publisher.send(
+                Message(b"q", {"reply_to": "t/nobody", "correlation_id": correlation_id})
+            )
+    received = receive_n(source, len(correlation_ids))
+    assert sum(len(batch) for batch in received) == len(correlation_ids)
+    assert context.replies is process_replies()
+    assert all(cid in process_replies() for cid in correlation_ids)
+    source.close()
+    assert not any(cid in process_replies() for cid in correlation_ids)

@@ -22,9 +22,9 @@ from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from mq_bridge.endpoints.base import Batch, EndpointStatus, InputEndpoint
-from mq_bridge.endpoints.file.atomic import replaced_atomically
 from mq_bridge.endpoints.file.codec import DecodeResult, decode_records
 from mq_bridge.endpoints.file.progress import GroupProgress
+from mq_bridge.endpoints.kit.atomic_files import replaced_atomically
 from mq_bridge.errors import ClosedError, EndpointError
 
 if TYPE_CHECKING:

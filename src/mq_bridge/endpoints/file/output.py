@@ -21,8 +21,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-import orjson
-
 from mq_bridge.endpoints.base import OutputEndpoint
 from mq_bridge.endpoints.file.codec import (
     encode_record,
@@ -32,20 +30,15 @@ from mq_bridge.endpoints.file.codec import (
 from mq_bridge.endpoints.file.options import FileOptions
 from mq_bridge.errors import ClosedError, EndpointError, SendError
 from mq_bridge.message import (
-    NO_METADATA,
     Message,
-    coerce_metadata,
-    dump_json,
-    new_message_id,
-    normalize_message_id,
+    dump_json_transient,
+    json_send_parts,
 )
 
 __all__ = ["Appender", "FileOutput", "FileStorageError"]
 
 log = logging.getLogger(__name__)
 
-_orjson_dumps = orjson.dumps
-_NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
 _BUFFER_LIMIT = 1 << 16  # buffered bytes that trigger a write without waiting for linger
 _STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO})
 
@@ -120,12 +113,7 @@ class FileOutput(OutputEndpoint):
 
     def _send_json(self, data: Any, metadata: Mapping[str, str] | None, id: Any) -> None:
         """What `Publisher.send_json` does, straight to a record: same checks, same bytes."""
-        try:
-            payload = _orjson_dumps(data, option=_NON_STR_KEYS)  # no copy: it is not kept
-        except TypeError:  # what orjson cannot encode: `dump_json` decides (or raises)
-            payload = dump_json(data)
-        checked = coerce_metadata(metadata) if metadata else NO_METADATA
-        id_value = new_message_id() if id is None else normalize_message_id(id)
+        payload, checked, id_value = json_send_parts(data, metadata, id, dump_json_transient)
         record = text_envelope(payload, checked, id_value)
         delimiter = self._options.delimiter_bytes
         if delimiter in record:  # raises the usual error naming the message

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mq_bridge.endpoints.file.atomic import replaced_atomically
+from mq_bridge.endpoints.kit.atomic_files import replaced_atomically
 from mq_bridge.errors import EndpointError
 
 __all__ = ["GroupProgress"]

@@ -104,7 +104,7 @@ class KafkaInput(InputEndpoint):
         self._commits = PartitionCommits(self._where)
         self._partition_counts: dict[str, int] = {}
         self._unavailable: str | None = None
-        self._forwarders = ReplyForwarders(options, context.replies, self._acquire_producer)
+        self._forwarders = ReplyForwarders(context.replies, self._acquire_producer)
 
     # --- lifecycle ------------------------------------------------------------------------
 

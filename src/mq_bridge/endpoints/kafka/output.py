@@ -38,13 +38,9 @@ from mq_bridge.errors import (
     SendError,
 )
 from mq_bridge.message import (
-    NO_METADATA,
     Message,
-    coerce_metadata,
-    dump_json,
     fields_of,
-    new_message_id,
-    normalize_message_id,
+    json_send_parts,
 )
 
 if TYPE_CHECKING:
@@ -173,10 +169,7 @@ class KafkaOutput(OutputEndpoint):
         """`send_json` without building a `Message`: the same checks, the same record."""
 
         def send_json(data: Any, metadata: Mapping[str, str] | None, id: str | int | None) -> None:
-            payload = dump_json(data)
-            meta = coerce_metadata(metadata) if metadata else NO_METADATA
-            id_value = new_message_id() if id is None else normalize_message_id(id)
-            self.send((Message.trusted(payload, meta, id_value),))
+            self.send((Message.trusted(*json_send_parts(data, metadata, id)),))
 
         return send_json
 

@@ -8,7 +8,7 @@ the reply topic (`ReplyReader`, one thread at a time) and hands every reply to t
 through a `response` output completes it directly).
 
 Responder (a route whose `kafka` input receives a request and whose output is `response`):
-the input registers a `ReplyForwarder` for the request's ``correlation_id``; the handler's
+the input registers a forwarder for the request's ``correlation_id``; the handler's
 result, delivered there by `response`, is produced to the request's ``reply_to`` topic with
 the same ``correlation_id`` (and without ``reply_to``, so it is not taken for a request).
 """
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mq_bridge.endpoints.kafka.client import (
     CONSUMER_DEFAULTS,
@@ -37,7 +37,7 @@ from mq_bridge.endpoints.kafka.codec import (
     decode_records,
 )
 from mq_bridge.endpoints.kafka.options import KafkaOptions
-from mq_bridge.endpoints.kit.replies import ReplyRegistry, ReplyWaiter
+from mq_bridge.endpoints.kit import replies
 from mq_bridge.message import Message
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class ReplyReader:
         self._consumer.assign([ck.TopicPartition(topic, 0, 0)])
         self._lock = threading.Lock()
 
-    def read_into(self, replies: ReplyRegistry, timeout: float) -> None:
+    def read_into(self, registry: replies.ReplyRegistry, timeout: float) -> None:
         """Read for up to `timeout` seconds (if no other thread is reading) and deliver."""
         if not self._lock.acquire(timeout=timeout):
             return
@@ -78,7 +78,7 @@ class ReplyReader:
             self._lock.release()
         good = [record for record in records if record.error() is None]
         for message in decode_records(good, False):
-            replies.deliver(message)
+            registry.deliver(message)
 
     def close(self) -> None:
         with self._lock:
@@ -89,80 +89,41 @@ class ReplyReader:
         delete_topic(self._options, self.topic)
 
 
-class ReplyForwarder(ReplyWaiter):
-    """Produces the reply that `response` delivers to the request's ``reply_to`` topic."""
-
-    __slots__ = ("_link", "_reply_to")
+class ReplyForwarders(replies.ReplyForwarders):
+    """Produces each reply to its request's ``reply_to`` topic, without ``reply_to`` (so it is
+    not taken for a request). The producer (a shared lease, as outputs use) is acquired with
+    the first request, released at close.
+    """
 
     def __init__(
-        self, correlation_id: str, registry: ReplyRegistry, link: ProducerLink, reply_to: str
+        self, registry: replies.ReplyRegistry, acquire: Callable[[], Lease[ProducerLink]]
     ) -> None:
-        super().__init__(correlation_id, registry)
-        self._link = link
-        self._reply_to = reply_to
+        super().__init__(registry)
+        self._acquire = acquire
+        self._lease: Lease[ProducerLink] | None = None
+        self._link: ProducerLink | None = None
 
-    def complete(self, reply: Message) -> None:
-        super().complete(reply)
+    def prepare(self) -> None:
+        if self._lease is None:
+            self._lease = self._acquire()
+            self._link = self._lease.connection
+
+    def forward(self, reply: Message, reply_to: str, correlation_id: str) -> None:
         metadata = {k: v for k, v in reply.metadata_view.items() if k != REPLY_TO_KEY}
-        metadata[CORRELATION_KEY] = self.correlation_id
+        metadata[CORRELATION_KEY] = correlation_id
         id_value = reply.id_int
+        assert self._link is not None  # `prepare` ran before the forwarder was registered
         producer = self._link.current()
         producer.produce(
-            self._reply_to,
+            reply_to,
             reply.payload,
             id_value.to_bytes(16, "big"),
             headers=HeaderCache().headers(metadata, id_value),
         )
         if producer.flush(10.0):
-            log.warning("kafka reply to %s was not delivered within 10s", self._reply_to)
+            log.warning("kafka reply to %s was not delivered within 10s", reply_to)
 
-
-class ReplyForwarders:
-    """An input's forwarders by ``correlation_id``, forgotten when their batch is settled.
-
-    The producer (a shared lease, as outputs use) is acquired with the first request.
-    """
-
-    def __init__(self, options: KafkaOptions, registry: ReplyRegistry, acquire: Any) -> None:
-        self._options = options
-        self._registry = registry
-        self._acquire = acquire
-        self._lease: Lease[ProducerLink] | None = None
-        self._waiting: dict[str, ReplyForwarder] = {}
-
-    def expect(self, messages: Iterable[Message]) -> None:
-        plain: dict[str, str] | None = None  # a metadata dict known to hold no request
-        for message in messages:
-            metadata = message.metadata_view
-            if metadata is plain:
-                continue
-            reply_to = metadata.get(REPLY_TO_KEY)
-            correlation_id = metadata.get(CORRELATION_KEY)
-            if not (reply_to and correlation_id):
-                plain = metadata
-            else:
-                if self._lease is None:
-                    self._lease = self._acquire()
-                assert self._lease is not None
-                forwarder = ReplyForwarder(
-                    correlation_id, self._registry, self._lease.connection, reply_to
-                )
-                self._waiting[correlation_id] = forwarder
-                self._registry.register(forwarder)
-
-    def forget(self, messages: Iterable[Message]) -> None:
-        if not self._waiting:
-            return
-        for message in messages:
-            correlation_id = message.get(CORRELATION_KEY)
-            forwarder = self._waiting.pop(correlation_id, None) if correlation_id else None
-            if forwarder is not None:
-                self._registry.forget(forwarder)
-
-    def close(self) -> None:
-        for forwarder in self._waiting.values():
-            self._registry.forget(forwarder)
-        self._waiting.clear()
+    def release(self) -> None:
         lease, self._lease = self._lease, None
         if lease is not None:
             lease.release()

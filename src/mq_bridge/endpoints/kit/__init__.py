@@ -11,8 +11,12 @@
 - `SOURCE_PREFIX`, `source_metadata_enabled`, `drop_source_keys`, `with_source`: the
   ``mqb.src.*`` source-cursor metadata rules (``source_metadata``);
 - `ReplyRegistry`: requests waiting for their replies by ``correlation_id`` (the `response`
-  output answers them); the runtime hands the process's one as `BuildContext.replies`
+  output answers them); the runtime hands the process's one as `BuildContext.replies`;
+  `ReplyForwarders`: an input's requests, each reply forwarded to its ``reply_to`` (the
+  endpoint supplies only how), forgotten when their batch is settled or the input closes
   (``replies``);
+- `replaced_atomically`: a file replaced atomically, its temporary name unique per process
+  and thread (``atomic_files``);
 - `MESSAGE_ID_HEADER`, `headers_for`, `message_from_wire`, `position_id`: messages to and
   from broker headers, ids included (``wire``);
 - `bad_requests.BadRequests`: the malformed requests an aiohttp server answered 400,
@@ -30,6 +34,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from mq_bridge.endpoints.kit.atomic_files import replaced_atomically
 from mq_bridge.endpoints.kit.connections import (
     ConnectionRegistry,
     Lease,
@@ -37,7 +42,7 @@ from mq_bridge.endpoints.kit.connections import (
     default_registry,
 )
 from mq_bridge.endpoints.kit.drivers import require_driver
-from mq_bridge.endpoints.kit.replies import ReplyRegistry
+from mq_bridge.endpoints.kit.replies import ReplyForwarders, ReplyRegistry
 from mq_bridge.endpoints.kit.source_metadata import (
     SOURCE_PREFIX,
     drop_source_keys,
@@ -61,6 +66,7 @@ __all__ = [
     "ConnectionRegistry",
     "Lease",
     "LoopThread",
+    "ReplyForwarders",
     "ReplyRegistry",
     "TlsOptions",
     "connection_key",
@@ -70,6 +76,7 @@ __all__ = [
     "loop_thread",
     "message_from_wire",
     "position_id",
+    "replaced_atomically",
     "require_driver",
     "source_metadata_enabled",
     "ssl_context",

@@ -6,17 +6,36 @@ the request's ``correlation_id`` and waits; whatever output later sends a messag
 that already gave up is dropped (and logged at debug level). When the route drops the request
 instead (a handler or output failure that is not retriable), the runtime calls `fail`, so
 the requester learns it at once instead of waiting out its timeout.
+
+An input whose broker carries requests (``reply_to`` and ``correlation_id`` in a message's
+metadata) answers them through `ReplyForwarders`: it registers a `ReplyForwarder` for each
+request it hands out, and the endpoint's subclass says only how a reply is forwarded to
+``reply_to`` (its broker's publish).
 """
 
 from __future__ import annotations
 
+import abc
 import logging
 import threading
+from collections.abc import Iterable
 
 from mq_bridge.errors import EndpointError
 from mq_bridge.message import Message
 
-__all__ = ["ReplyRegistry", "ReplyWaiter", "process_replies"]
+__all__ = [
+    "CORRELATION_KEY",
+    "REPLY_TO_KEY",
+    "ReplyForwarder",
+    "ReplyForwarders",
+    "ReplyRegistry",
+    "ReplyWaiter",
+    "process_replies",
+]
+
+#: The metadata keys of a request, as every endpoint spells them.
+REPLY_TO_KEY = "reply_to"
+CORRELATION_KEY = "correlation_id"
 
 _log = logging.getLogger("mq_bridge.response")
 
@@ -101,10 +120,103 @@ class ReplyRegistry:
         waiter.fail(error)
         return True
 
+    def __contains__(self, correlation_id: object) -> bool:
+        """Whether a requester (or forwarder) waits for the reply with `correlation_id`."""
+        return correlation_id in self._waiters
+
     def forget(self, waiter: ReplyWaiter) -> None:
         with self._lock:
             if self._waiters.get(waiter.correlation_id) is waiter:
                 del self._waiters[waiter.correlation_id]
+
+
+class ReplyForwarder(ReplyWaiter):
+    """A request an input handed out: its reply is forwarded to the request's ``reply_to``."""
+
+    __slots__ = ("_forwarders", "reply_to")
+
+    def __init__(self, correlation_id: str, reply_to: str, forwarders: ReplyForwarders) -> None:
+        super().__init__(correlation_id, forwarders.registry)
+        self.reply_to = reply_to
+        self._forwarders = forwarders
+
+    def complete(self, reply: Message) -> None:
+        super().complete(reply)
+        self._forwarders.forward(reply, self.reply_to, self.correlation_id)
+
+
+class ReplyForwarders(abc.ABC):
+    """An input's forwarders, by ``correlation_id``: the endpoint subclasses it with `forward`.
+
+    - `expect` (a batch handed out): each message with both ``reply_to`` and
+      ``correlation_id`` gets a forwarder, in this table and in the registry (a newer request
+      with the same ``correlation_id`` replaces the older one);
+    - `forget` (the batch acked or nacked): its forwarders leave both, so a reply after that
+      has no one to go to;
+    - `close` (the input closes): every forwarder left leaves both, then `release` frees what
+      forwarding held. Afterwards the table may be used again (an input that reconnects).
+
+    The table has a lock, held while the registry is updated too, so a `close` from another
+    thread never races an `expect` into leaving a forwarder registered. `forward` runs on the
+    thread that delivers the reply, without that lock.
+    """
+
+    def __init__(self, registry: ReplyRegistry) -> None:
+        self.registry = registry
+        self._lock = threading.Lock()
+        self._waiting: dict[str, ReplyForwarder] = {}
+
+    @abc.abstractmethod
+    def forward(self, reply: Message, reply_to: str, correlation_id: str) -> None:
+        """Send `reply` to `reply_to`, marked with `correlation_id` (the endpoint's part)."""
+
+    def prepare(self) -> None:
+        """Called before a request is registered: acquire what `forward` will need."""
+        return  # nothing by default
+
+    def release(self) -> None:
+        """Called by `close`, once no forwarder is left: free what `prepare` acquired."""
+        return  # nothing by default
+
+    def expect(self, messages: Iterable[Message]) -> None:
+        """Register a forwarder for each request among `messages`."""
+        plain: dict[str, str] | None = None  # a metadata dict known to hold no request
+        for message in messages:
+            metadata = message.metadata_view
+            if metadata is plain:
+                continue  # the messages of one batch often share one metadata dict
+            reply_to, correlation_id = metadata.get(REPLY_TO_KEY), metadata.get(CORRELATION_KEY)
+            if not (reply_to and correlation_id):
+                plain = metadata
+                continue
+            self.prepare()
+            forwarder = ReplyForwarder(correlation_id, reply_to, self)
+            with self._lock:
+                self._waiting[correlation_id] = forwarder
+                self.registry.register(forwarder)
+
+    def forget(self, messages: Iterable[Message]) -> None:
+        """Unregister the forwarders of `messages` (their batch was settled)."""
+        if not self._waiting:
+            return
+        with self._lock:
+            for message in messages:
+                correlation_id = message.get(CORRELATION_KEY)
+                forwarder = self._waiting.pop(correlation_id, None) if correlation_id else None
+                if forwarder is not None:
+                    self.registry.forget(forwarder)
+
+    def close(self) -> None:
+        """Unregister every forwarder left (unanswered requests), then `release`."""
+        with self._lock:
+            for forwarder in self._waiting.values():
+                self.registry.forget(forwarder)
+            self._waiting.clear()
+        self.release()
+
+    def __len__(self) -> int:
+        """How many requests handed out still wait for their replies."""
+        return len(self._waiting)
 
 
 _PROCESS_REPLIES = ReplyRegistry()

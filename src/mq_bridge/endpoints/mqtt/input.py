@@ -219,6 +219,8 @@ class MqttInput(InputEndpoint):
             self._closed = True
             self._ready.notify_all()
         lease, self._lease, self._client = self._lease, None, None
+        if self._forwarders is not None:
+            self._forwarders.close()  # unanswered requests: their waiters leave the registry
         if lease is not None:
             lease.release()
         self._buffer.clear()

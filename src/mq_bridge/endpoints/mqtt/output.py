@@ -28,12 +28,8 @@ from mq_bridge.endpoints.mqtt.replies import ReplyWaiters, request_properties
 from mq_bridge.endpoints.mqtt.wire import publish_parts, topic_name, v5_properties
 from mq_bridge.errors import ClosedError, EndpointError, RequestTimeoutError
 from mq_bridge.message import (
-    NO_METADATA,
     Message,
-    coerce_metadata,
-    dump_json,
-    new_message_id,
-    normalize_message_id,
+    json_send_parts,
 )
 
 __all__ = ["MqttOutput"]
@@ -140,9 +136,7 @@ class MqttOutput(OutputEndpoint):
         topic, qos, publish = self._topic_name, self._qos, publisher.publish
 
         def send_json(data: Any, metadata: Mapping[str, str] | None, id: str | int | None) -> None:
-            payload = dump_json(data)
-            meta = coerce_metadata(metadata) if metadata else NO_METADATA
-            id_value = new_message_id() if id is None else normalize_message_id(id)
+            payload, meta, id_value = json_send_parts(data, metadata, id)
             properties = v5_properties(meta.items(), id_value)
             publish([publish_parts(topic, qos, properties, payload)], qos, _RECONNECT_WAIT)
 

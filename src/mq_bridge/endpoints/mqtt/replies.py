@@ -5,7 +5,7 @@ topic and ``CorrelationData`` = the request's ``correlation_id``, and waits for 
 on the reply topic with the same ``CorrelationData`` (`ReplyWaiters`).
 
 A route whose input receives such a request answers it through its `response` output: the
-input registers a `_Forwarder` for the request's ``correlation_id`` in the process's
+input registers a forwarder for the request's ``correlation_id`` in the process's
 `ReplyRegistry`, so the handler's result, delivered there by `response`, is published to
 the request's ``reply_to`` topic with the same ``CorrelationData``.
 """
@@ -13,13 +13,10 @@ the request's ``reply_to`` topic with the same ``CorrelationData``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from mq_bridge.endpoints.kit.replies import ReplyRegistry, ReplyWaiter
+from mq_bridge.endpoints.kit import replies
 from mq_bridge.endpoints.mqtt.codec import (
-    CORRELATION_KEY,
-    REPLY_TO_KEY,
     PackedProperties,
     pack_properties,
     user_properties,
@@ -40,52 +37,19 @@ def request_properties(
     return PackedProperties(pack_properties(user_properties(message), reply_to, data))
 
 
-class _Forwarder(ReplyWaiter):
-    """A `ReplyWaiter` that publishes the reply to the request's ``reply_to`` topic."""
+class ReplyForwarders(replies.ReplyForwarders):
+    """Publishes each reply to its request's ``reply_to`` topic (QoS 1, awaited)."""
 
-    __slots__ = ("_client", "_reply_to")
-
-    def __init__(
-        self, correlation_id: str, registry: ReplyRegistry, client: MqttClient, reply_to: str
-    ) -> None:
-        super().__init__(correlation_id, registry)
+    def __init__(self, registry: replies.ReplyRegistry, client: MqttClient) -> None:
+        super().__init__(registry)
         self._client = client
-        self._reply_to = reply_to
 
-    def complete(self, reply: Message) -> None:
-        super().complete(reply)
+    def forward(self, reply: Message, reply_to: str, correlation_id: str) -> None:
         client = self._client
         generation = client.ensure_connected(10.0)
-        properties = request_properties(None, self.correlation_id, reply)
-        info = client.publish(self._reply_to, reply.payload, 1, properties)
+        properties = request_properties(None, correlation_id, reply)
+        info = client.publish(reply_to, reply.payload, 1, properties)
         client.wait_published([info], generation)
-
-
-class ReplyForwarders:
-    """The input's registered forwarders, by ``correlation_id`` (forgotten at ack/nack)."""
-
-    def __init__(self, registry: ReplyRegistry, client: MqttClient) -> None:
-        self._registry = registry
-        self._client = client
-        self._waiting: dict[str, _Forwarder] = {}
-
-    def expect(self, messages: Iterable[Message]) -> None:
-        for message in messages:
-            reply_to = message.get(REPLY_TO_KEY)
-            correlation_id = message.get(CORRELATION_KEY)
-            if reply_to and correlation_id:
-                forwarder = _Forwarder(correlation_id, self._registry, self._client, reply_to)
-                self._waiting[correlation_id] = forwarder
-                self._registry.register(forwarder)
-
-    def forget(self, messages: Iterable[Message]) -> None:
-        if not self._waiting:
-            return
-        for message in messages:
-            correlation_id = message.get(CORRELATION_KEY)
-            forwarder = self._waiting.pop(correlation_id, None) if correlation_id else None
-            if forwarder is not None:
-                self._registry.forget(forwarder)
 
 
 class ReplyWaiters:

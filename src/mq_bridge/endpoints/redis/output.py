@@ -24,12 +24,8 @@ from mq_bridge.errors import (
     SendError,
 )
 from mq_bridge.message import (
-    NO_METADATA,
     Message,
-    coerce_metadata,
-    dump_json,
-    new_message_id,
-    normalize_message_id,
+    json_send_parts,
 )
 
 if TYPE_CHECKING:
@@ -111,10 +107,7 @@ class RedisStreamsOutput(OutputEndpoint):
         encode_one = self._encoder.encode_one
 
         def send_json(data: Any, metadata: Mapping[str, str] | None, id: str | int | None) -> None:
-            payload = dump_json(data)
-            meta = coerce_metadata(metadata) if metadata else NO_METADATA
-            id_value = new_message_id() if id is None else normalize_message_id(id)
-            self._xadd(encode_one(payload, meta, id_value))
+            self._xadd(encode_one(*json_send_parts(data, metadata, id)))
 
         return send_json
 
