@@ -19,7 +19,7 @@ from typing import Any
 
 from mq_bridge.consumer import DEFAULT_MAX, Consumer
 from mq_bridge.message import Message
-from mq_bridge.publisher import Publisher, _as_message
+from mq_bridge.publisher import Publisher
 from mq_bridge.route import Route
 
 __all__ = ["AsyncConsumer", "AsyncPublisher", "AsyncRoute"]
@@ -60,8 +60,20 @@ class AsyncRoute:
         self.sync.stop()
         await self.join()
 
-    async def join(self) -> None:
-        await asyncio.to_thread(self.sync.join)
+    @property
+    def name(self) -> str:
+        """The route's name (``name`` in its config, else ``route``)."""
+        return self.sync.name
+
+    @property
+    def running(self) -> bool:
+        """True from `start` until the route has stopped."""
+        return self.sync.running
+
+    async def join(self, timeout: float | None = None) -> None:
+        """Wait (off the loop) until the route stops, or at most `timeout` seconds (then
+        check `running`); re-raise the error that ended it, if any — as `Route.join`."""
+        await asyncio.to_thread(self.sync.join, timeout)
 
     async def run(self) -> None:
         """Start and wait until the route stops; cancelling the task stops the route."""
@@ -111,16 +123,13 @@ class AsyncPublisher:
         self, message: Message | bytes, metadata: Mapping[str, str] | None = None
     ) -> None:
         """Send on the loop when the endpoint can take it at once, else from a thread."""
-        await self._send(_as_message(message, metadata))
+        if not self.sync.try_send(message, metadata):
+            await asyncio.to_thread(self.sync.send, message, metadata)
 
     async def send_json(
         self, data: Any, metadata: Mapping[str, str] | None = None, id: str | None = None
     ) -> None:
-        await self._send(Message.from_json(data, metadata, id))
-
-    async def _send(self, message: Message) -> None:
-        if not self.sync._try_send(message):
-            await asyncio.to_thread(self.sync.send, message)
+        await self.send(Message.from_json(data, metadata, id))
 
     async def send_batch(self, messages: Iterable[Message | bytes]) -> None:
         await asyncio.to_thread(self.sync.send_batch, list(messages))
@@ -180,8 +189,10 @@ class AsyncConsumer:
     async def commit(self) -> None:
         await asyncio.to_thread(self.sync.commit)
 
-    def status(self) -> dict[str, Any]:
-        return self.sync.status()
+    async def status(self) -> dict[str, Any]:
+        """`Consumer.status`, asked from a thread: an endpoint may ask its broker (a
+        queue's depth, a group's lag), which must not stall the loop."""
+        return await asyncio.to_thread(self.sync.status)
 
     @property
     def exhausted(self) -> bool:

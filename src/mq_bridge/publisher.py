@@ -98,9 +98,11 @@ class Publisher(FromConfig, ClosedOnExit):
         if output is not None:
             output.close()
 
-    def _try_send(self, message: Message) -> bool:
-        """Send only if no waiting is needed (for `AsyncPublisher` on its event loop)."""
-        return self._endpoint().try_send_one(message)
+    def try_send(self, message: Message | bytes, metadata: Mapping[str, str] | None = None) -> bool:
+        """Send as `send` does if the endpoint can take the message without waiting (a
+        memory topic with room); else send nothing and return False. `AsyncPublisher` calls
+        it on its event loop, and sends from a thread only when it returns False."""
+        return self._endpoint().try_send_one(_as_message(message, metadata))
 
     def _endpoint(self) -> OutputEndpoint:
         if self._output is None:

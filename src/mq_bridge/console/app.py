@@ -44,7 +44,7 @@ from mq_bridge.console.views import (
 )
 from mq_bridge.endpoints.kit.bad_requests import BadRequests
 from twainmq import InvalidTopicNameError
-from twainmq.groups import InvalidGroupNameError
+from twainmq.admin import InvalidGroupNameError
 
 __all__ = ["ConsoleServer", "ConsoleSettings", "is_loopback", "make_app"]
 

@@ -1,9 +1,9 @@
 """What the console's pages show, gathered from a twainmq store and this process's routes.
 
 Reads only: topics through ``Twain.describe_topic`` / ``end_offsets``, groups through
-``twainmq.groups.describe_group``, messages through a group-less ``Consumer`` assigned to
+``twainmq.admin.describe_group``, messages through a group-less ``Consumer`` assigned to
 one partition at the page's first offset (so a page reads that page, never the topic).
-The one write, `reset_group`, goes through ``twainmq.groups.reset_offsets``, which
+The one write, `reset_group`, goes through ``twainmq.admin.reset_offsets``, which
 refuses a group with live members.
 """
 
@@ -26,9 +26,8 @@ from mq_bridge.observability.store_stats import (
     describe_topics,
     end_offsets,
 )
-from twainmq.groups import GroupPaths, describe_group, reset_offsets
-from twainmq.message import UndecodedMessage
-from twainmq.twain import Twain
+from twainmq import Twain
+from twainmq.admin import GroupPaths, UndecodedMessage, describe_group, reset_offsets
 
 __all__ = [
     "MessageRow",

@@ -1,10 +1,11 @@
-"""What a twainmq store holds, read through twainmq's public describe APIs (read-only).
+"""What a twainmq store holds, read through twainmq's public admin door (read-only).
 
 Used by the Prometheus store collector and by the console. Nothing here takes a lock,
-joins a group or writes a file: ``twainmq.describe`` reads the partitions' heads and file
-names (end offsets come from there too), ``twainmq.groups.describe_group`` a group's state
-and commit files. (``Twain.end_offsets`` is not used: it opens the partitions, which may
-recover them, and that is a writer's business.)
+joins a group or writes a file: ``twainmq.admin.describe_topic_files`` reads the
+partitions' heads and file names (end offsets come from there too),
+``twainmq.admin.describe_group`` a group's state and commit files.
+(``Twain.end_offsets`` is not used: it opens the partitions, which may recover them,
+and that is a writer's business.)
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from twainmq.config import read_config
-from twainmq.describe import TopicDescription
-from twainmq.describe import describe_topic as describe_store_topic
-from twainmq.errors import TwainMQError
-from twainmq.groups import GroupDescription, describe_group, list_groups
-from twainmq.groups.membership import MemberStatus
-from twainmq.twain import Twain
+from twainmq import TopicDescription, Twain, TwainMQError
+from twainmq.admin import (
+    GroupDescription,
+    MemberStatus,
+    describe_group,
+    describe_topic_files,
+    list_groups,
+)
 
 __all__ = [
     "GroupRow",
@@ -87,8 +89,7 @@ def describe_topics(store: Twain, names: list[str] | None = None) -> list[TopicR
     rows = []
     for name in store.list_topics() if names is None else names:
         try:
-            config = read_config(store.root_dir, name, check_data=False)
-            rows.append(TopicRow(name, describe_store_topic(store.root_dir, config)))
+            rows.append(TopicRow(name, describe_topic_files(store.root_dir, name)))
         except (TwainMQError, OSError) as error:
             rows.append(TopicRow(name, None, str(error)))
     return rows
@@ -104,8 +105,7 @@ def describe_topic(store: Twain, name: str) -> TopicRow:
 
 def end_offsets(store: Twain, topic: str) -> dict[int, int]:
     """partition -> end offset, from the partitions' heads."""
-    config = read_config(store.root_dir, topic, check_data=False)
-    described = describe_store_topic(store.root_dir, config)
+    described = describe_topic_files(store.root_dir, topic)
     return {p.partition: p.end_offset for p in described.partitions}
 
 

@@ -14,8 +14,7 @@ from mq_bridge.endpoints.twain.exactly_once import OutputLedger
 from mq_bridge.endpoints.twain.options import TwainOptions, open_store
 from mq_bridge.errors import ClosedError, EndpointError
 from twainmq import TwainMQError
-from twainmq.groups import CommitFencedError, GroupConsumer, GroupPaths
-from twainmq.groups.commits import read_commits
+from twainmq.admin import CommitFencedError, GroupConsumer, GroupPaths, read_commits
 
 __all__ = ["TwainInput"]
 
