@@ -14,7 +14,8 @@ Input lifecycle::
 
 `receive` blocks for at most `timeout` seconds (forever when None) and returns a `Batch`,
 empty on timeout. `interrupt()` may be called from another thread to end a blocking
-`receive` early (a stopping route calls it). Batches are acked in the order they were
+`receive` early (a stopping route calls it); it is never lost (see `InputEndpoint.interrupt`,
+built on `kit.wakeup.Wakeup`). Batches are acked in the order they were
 received unless `acks_in_any_order` is true. `exhausted` becomes true once a bounded
 source has handed out everything it has.
 
@@ -178,7 +179,16 @@ class InputEndpoint:
         return type(self).__name__
 
     def interrupt(self) -> None:
-        """End a `receive` blocked in another thread as soon as possible."""
+        """End a `receive` blocked in another thread as soon as possible; callable from any
+        thread, at any time.
+
+        An interrupt is remembered until a receive consumes it: the receive blocked at that
+        moment, or else the next one, returns at once (empty, or with what it already has),
+        and the receive after that waits normally again. So an interrupt that lands just
+        before a receive starts is not lost (that receive does not wait out its timeout),
+        and one that no receive was waiting for ends exactly one receive, not a later
+        unrelated one. Implementations keep it with `mq_bridge.endpoints.kit.wakeup.Wakeup`;
+        middleware forwards it to its inner input, whose receive consumes its own."""
 
     def close(self) -> None:
         """Release connections. Idempotent."""

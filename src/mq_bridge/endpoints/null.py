@@ -11,11 +11,11 @@ Options
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 
 from mq_bridge.config.declarations import Options
 from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint, OutputEndpoint
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.message import Message
 
 __all__ = ["OPTIONS", "NullOptions", "build_input", "build_output"]
@@ -32,18 +32,18 @@ class NullInput(InputEndpoint):
     """An input that never has a message."""
 
     def __init__(self) -> None:
-        self._wake = threading.Event()
+        self._wakeup = Wakeup()
 
     def receive(self, max_messages: int, timeout: float | None) -> Batch:
-        self._wake.wait(timeout)
-        self._wake.clear()
+        self._wakeup.pause(timeout)
+        self._wakeup.consume()
         return Batch([])
 
     def describe(self) -> str:
         return "null"
 
     def interrupt(self) -> None:
-        self._wake.set()
+        self._wakeup.interrupt()
 
 
 class NullOutput(OutputEndpoint):

@@ -38,6 +38,7 @@ from mq_bridge.endpoints.base import (
     InputEndpoint,
     OutputEndpoint,
 )
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.endpoints.twain.options import NAME_PATTERN, TwainOptions
 from mq_bridge.errors import ClosedError, EndpointError
 
@@ -83,7 +84,7 @@ class SledReader(InputEndpoint):
         self._options = options
         self._consumer: Any = None
         self._lock = threading.Lock()
-        self._interrupts = 0
+        self._wakeup = Wakeup()
 
     def connect(self) -> None:
         from mq_bridge.endpoints.twain.options import open_store
@@ -96,7 +97,7 @@ class SledReader(InputEndpoint):
     def receive(self, max_messages: int, timeout: float | None) -> Batch:
         from mq_bridge.endpoints.twain.codec import decode_batch
 
-        interrupts = self._interrupts
+        wakeup = self._wakeup
         deadline = None if timeout is None else time.monotonic() + timeout
         pause = _FIRST_PAUSE
         while True:
@@ -107,13 +108,14 @@ class SledReader(InputEndpoint):
                     records = self._consumer.poll_many(max_messages, 0)
                 except OSError as error:
                     raise EndpointError(f"{self.describe()}: {error}") from error
+            interrupted = wakeup.consume()  # what the poll found answers it
             if records:
                 messages, first, _after = decode_batch(records, self._options.topic)
                 return Batch(messages, first)
             remaining = None if deadline is None else deadline - time.monotonic()
-            if interrupts != self._interrupts or (remaining is not None and remaining <= 0):
+            if interrupted or (remaining is not None and remaining <= 0):
                 return Batch([])
-            time.sleep(pause if remaining is None else min(pause, remaining))
+            wakeup.pause(pause if remaining is None else min(pause, remaining))
             pause = min(pause * 2, _MAX_PAUSE)
 
     def nack(self, batch: Batch) -> None:
@@ -129,7 +131,7 @@ class SledReader(InputEndpoint):
         return f"sled:{self._options.store_root}/{self._options.topic}"
 
     def interrupt(self) -> None:
-        self._interrupts += 1
+        self._wakeup.interrupt()
 
     def close(self) -> None:
         with self._lock:

@@ -33,6 +33,7 @@ from mq_bridge.endpoints.base import (
     InputEndpoint,
     OutputEndpoint,
 )
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.endpoints.memory.topic import DEFAULT_CAPACITY, MemoryChannel
 from mq_bridge.errors import ConfigError, NonRetryableError, SendError
 from mq_bridge.message import Message
@@ -142,10 +143,12 @@ class StreamBufferInput(InputEndpoint):
         self._key = (options.topic, correlation)
         self._capacity = _capacity(options)
         self._channel: MemoryChannel | None = None
+        self._wakeup: Wakeup | None = None
 
     def connect(self) -> None:
         if self._channel is None:
             self._channel = PARTITIONS.open_reader(self._key, self._capacity)
+            self._wakeup = self._channel.wakeup()
 
     def _open(self) -> MemoryChannel:
         self.connect()
@@ -153,7 +156,8 @@ class StreamBufferInput(InputEndpoint):
         return self._channel
 
     def receive(self, max_messages: int, timeout: float | None) -> Batch:
-        return Batch(self._open().take(max_messages, timeout))
+        channel = self._open()
+        return Batch(channel.take(max_messages, timeout, self._wakeup))
 
     def nack(self, batch: Batch) -> None:
         self._open().requeue(batch.messages)
@@ -166,8 +170,9 @@ class StreamBufferInput(InputEndpoint):
         return f"stream_buffer:{self._key[0]}/{self._key[1]}"
 
     def interrupt(self) -> None:
-        if self._channel is not None:
-            self._channel.interrupt()
+        wakeup = self._wakeup
+        if wakeup is not None:
+            wakeup.interrupt()
 
     def close(self) -> None:
         if self._channel is not None:

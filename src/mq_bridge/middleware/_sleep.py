@@ -1,9 +1,9 @@
 """A sleep that `close()`, `interrupt()` or the route's stop can cut short.
 
 Retry backoff, delay and limiter waits must not hold a stopping route up for seconds. An
-input is told through `interrupt()`, an output through `close()`; an output wait also ends
-when the build context carries the route's stop event (``context.stopping``, a
-`threading.Event`, when the runtime provides one).
+output is told through `close()`; an output wait also ends when the build context carries
+the route's stop event (``context.stopping``, a `threading.Event`, when the runtime provides
+one). (Input middleware waits with `kit.wakeup.Wakeup`, the rule of `interrupt()`.)
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from pydantic import Field
 
 from mq_bridge.config.declarations import Options
 from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint, OutputEndpoint
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.message import Message
 from mq_bridge.middleware._sleep import WakeableSleep
 from mq_bridge.middleware.base import InputMiddleware, OutputMiddleware
@@ -87,16 +88,22 @@ class LimiterInput(InputMiddleware):
     def __init__(self, inner: InputEndpoint, pacer: Pacer) -> None:
         super().__init__(inner)
         self.pacer = pacer
-        self._sleep = WakeableSleep()
+        self._wakeup = Wakeup()  # the rule of `interrupt` (kept until a receive consumes it)
+        self._sleep = WakeableSleep()  # the pacing wait, which an interrupt cuts short
 
     def receive(self, max_messages: int, timeout: float | None) -> Batch:
-        self._sleep.reset()
-        batch = self.inner.receive(max_messages, timeout)
+        batch = self.inner.receive(max_messages, timeout)  # it ends at once when interrupted
         if batch:
-            self._sleep.sleep(self.pacer.reserve(len(batch)))
+            wait = self.pacer.reserve(len(batch))
+            if not self._wakeup.pending:
+                self._sleep.sleep(wait)
+        # Consumed, then the sleep re-armed: an interrupt in between stays pending.
+        self._wakeup.consume()
+        self._sleep.reset()
         return batch
 
     def interrupt(self) -> None:
+        self._wakeup.interrupt()
         self._sleep.wake()
         self.inner.interrupt()
 

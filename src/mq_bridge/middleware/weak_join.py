@@ -47,6 +47,7 @@ from pydantic import Field
 
 from mq_bridge.config.declarations import MAX_MILLISECONDS, Options
 from mq_bridge.endpoints.base import Batch, BuildContext, InputEndpoint
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.message import Message
 from mq_bridge.middleware._join_groups import JoinGroup, JoinRule
 from mq_bridge.middleware._ordered_acks import OrderedAcks, Pending
@@ -104,7 +105,7 @@ class WeakJoinInput(InputMiddleware):
         self._groups: dict[str, JoinGroup] = {}  # insertion order = deadline order
         self._ready: list[Ready] = []
         self._unsettled: dict[Pending, int] = {}  # messages of a batch not yet acked
-        self._interrupted = False
+        self._wakeup = Wakeup()
         # receive runs on the route's thread, acks may come from handler workers
         self._lock = threading.Lock()
 
@@ -118,24 +119,32 @@ class WeakJoinInput(InputMiddleware):
 
     def receive(self, max_messages: int, timeout: float | None) -> Batch:
         ends = None if timeout is None else time.monotonic() + timeout
+        wakeup = self._wakeup
         while True:
             with self._lock:
                 self._expire(time.monotonic())
                 if self._ready:
+                    # (A pending interrupt is left for the next receive: the inner one
+                    # consumes its own there, returning at once.)
                     return self._hand_out(max_messages)
                 wait, until_group = self._wait(ends)
-            batch = self.inner.receive(max_messages, wait)
+            batch = self.inner.receive(max_messages, wait)  # at once when interrupted
+            interrupted = wakeup.consume()
             if batch:
                 with self._lock:
                     self._take(batch)
-            elif not until_group or self.inner.exhausted or self._interrupted:
+                if not interrupted:
+                    continue
+                with self._lock:
+                    if self._ready:
+                        return self._hand_out(max_messages)
+            if interrupted or not until_group or self.inner.exhausted:
                 # The caller's time is up, the receive was interrupted, or a bounded source
                 # has nothing more: the caller comes back, and open groups expire then.
-                self._interrupted = False
                 return Batch([])
 
     def interrupt(self) -> None:
-        self._interrupted = True
+        self._wakeup.interrupt()
         self.inner.interrupt()
 
     def _wait(self, ends: float | None) -> tuple[float | None, bool]:

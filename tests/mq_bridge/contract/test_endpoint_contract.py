@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -202,15 +203,70 @@ def test_close_is_idempotent_and_use_after_close_raises(case):
         source.receive(1, 0.01)
 
 
-def test_interrupt_ends_a_blocked_receive(case):
-    source = open_input(case)
+#: A receive the tests expect to end at once is given this long: it must end long before.
+LONG_TIMEOUT = 30.0
+#: How long a test waits for such a receive before calling it hung (a guard, not a bound).
+HANG_GUARD = 10.0
+
+
+def start_receive(source: InputEndpoint, timeout: float) -> Callable[[], Batch]:
+    """Start ``source.receive(1, timeout)`` on a thread of its own; return once the thread
+    is about to call it. The function returned waits for the batch, and fails when the
+    receive is still waiting after `HANG_GUARD` seconds (one that waits out a
+    `LONG_TIMEOUT` missed what should have ended it)."""
     result: list[Batch] = []
-    reader = threading.Thread(target=lambda: result.append(source.receive(1, 30.0)))
+    started = threading.Event()
+
+    def run() -> None:
+        started.set()
+        result.append(source.receive(1, timeout))
+
+    reader = threading.Thread(target=run, daemon=True)
     reader.start()
-    time.sleep(0.05)
+    started.wait()
+
+    def finish() -> Batch:
+        reader.join(HANG_GUARD)
+        hung = reader.is_alive()
+        if hung:  # let it end (at its timeout) before the test closes the endpoint under it
+            reader.join()
+        assert not hung, f"receive still waiting after {HANG_GUARD}s"
+        return result[0]
+
+    return finish
+
+
+def test_an_interrupt_before_receive_ends_that_receive_at_once(case):
+    """An interrupt with no receive blocked is remembered: the next receive returns at once
+    (InputEndpoint.interrupt). A counter compared at the start of receive loses it."""
+    source = open_input(case)
     source.interrupt()
-    reader.join(10.0)
-    assert not reader.is_alive() and not result[0]
+    assert not start_receive(source, LONG_TIMEOUT)()
+    source.close()
+
+
+def test_the_receive_after_an_interrupted_one_waits_normally(case):
+    """The interrupted receive consumed the interrupt: the next one waits for a message
+    sent while it waits, instead of returning empty at once."""
+    output, source = open_pair(case)
+    source.interrupt()
+    assert not start_receive(source, LONG_TIMEOUT)()
+    received = start_receive(source, LONG_TIMEOUT)
+    with sending(case, lambda: output.send(sample(1)), output.flush):
+        batch = received()
+        assert [m.payload for m in batch.messages] == [b"m0"]
+        source.ack(batch)
+    output.close()
+    source.close()
+
+
+def test_interrupt_ends_a_blocked_receive(case):
+    """An interrupt from another thread ends a receive that is waiting (or about to: one
+    just before it counts as well, so no sleep is needed to be sure it started)."""
+    source = open_input(case)
+    received = start_receive(source, LONG_TIMEOUT)
+    source.interrupt()
+    assert not received()
     source.close()
 
 

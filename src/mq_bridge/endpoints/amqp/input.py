@@ -25,6 +25,7 @@ from mq_bridge.endpoints.amqp.topology import declare
 from mq_bridge.endpoints.base import Batch, BuildContext, EndpointStatus, InputEndpoint
 from mq_bridge.endpoints.kit.connections import Lease
 from mq_bridge.endpoints.kit.source_metadata import with_source
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.errors import ClosedError, EndpointError
 
 __all__ = ["AmqpInput"]
@@ -55,8 +56,8 @@ class AmqpInput(InputEndpoint):
         self._queue = ""
         self._inbox: collections.deque[Delivery] = collections.deque()
         self._ready = threading.Condition()
+        self._wakeup = Wakeup(self._ready)
         self._epoch = 0  # the channel's incarnation: tokens of an older one are stale
-        self._interrupts = 0
         self._closed = False
         self._lock = threading.Lock()  # (re)opening the channel
         self._prefetch = options.prefetch  # raised by large receives (see _raise_prefetch)
@@ -121,21 +122,22 @@ class AmqpInput(InputEndpoint):
 
     def receive(self, max_messages: int, timeout: float | None) -> Batch:
         deadline = None if timeout is None else time.monotonic() + timeout
-        interrupts = self._interrupts
+        wakeup = self._wakeup
         while True:
             channel = self._healthy_channel()
             with self._ready:
                 if self._inbox or self._closed:
                     break
-                if interrupts != self._interrupts or not channel.is_open:
-                    if channel.is_open:
-                        return Batch([])
+                if not channel.is_open:
                     continue
+                if wakeup.consume():
+                    return Batch([])
                 remaining = _SLICE if deadline is None else deadline - time.monotonic()
                 if remaining <= 0:
                     return Batch([])
                 self._ready.wait(min(remaining, _SLICE))
-        self._gather(max_messages)
+        if not wakeup.consume():  # interrupted: what is there, without gathering more
+            self._gather(max_messages)
         return self._take(max_messages)
 
     def _gather(self, max_messages: int) -> None:
@@ -255,9 +257,7 @@ class AmqpInput(InputEndpoint):
         return self._options.describe()
 
     def interrupt(self) -> None:
-        with self._ready:
-            self._interrupts += 1
-            self._ready.notify_all()
+        self._wakeup.interrupt()
 
     def close(self) -> None:
         """Close the channel (the broker requeues what was not acked) and the lease."""

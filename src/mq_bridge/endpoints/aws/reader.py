@@ -29,6 +29,7 @@ from typing import Any
 from mq_bridge.endpoints.aws.client import SqsCall, raise_translated
 from mq_bridge.endpoints.aws.codec import decode
 from mq_bridge.endpoints.aws.destinations import Queue
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.errors import ClosedError
 from mq_bridge.message import Message
 
@@ -82,7 +83,7 @@ class QueueReader:
         self._buffer: deque[Received] = deque()
         self._want = 0
         self._rounds = 0
-        self._interrupts = 0
+        self._wakeup = Wakeup(self._cond)
         self._error: BaseException | None = None
         self._stopped = False
         self._request: dict[str, Any] = {
@@ -102,26 +103,30 @@ class QueueReader:
                 raise ClosedError(f"{self._where} input is closed")
             if not self._buffer:
                 self._wait_for_round(max_messages, deadline)
+            else:
+                self._wakeup.consume()  # what is buffered answers an interrupt
             taken = [self._buffer.popleft() for _ in range(min(max_messages, len(self._buffer)))]
         return self._fresh(taken)
 
     def _wait_for_round(self, max_messages: int, deadline: float | None) -> None:
-        rounds, interrupts = self._rounds, self._interrupts
+        rounds = self._rounds
+
+        def ready() -> bool:
+            buffered = len(self._buffer)
+            return (
+                self._error is not None
+                or self._stopped
+                or buffered >= max_messages
+                or (buffered > 0 and rounds != self._rounds)
+            )
+
         self._want = max_messages
         self._cond.notify_all()
         try:
-            while True:
-                if self._error is not None:
-                    error, self._error = self._error, None
-                    raise error
-                if len(self._buffer) >= max_messages or (self._buffer and rounds != self._rounds):
-                    return
-                if self._stopped or interrupts != self._interrupts:
-                    return
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return
-                self._cond.wait(remaining)
+            self._wakeup.wait_until(ready, deadline)
+            if self._error is not None:
+                error, self._error = self._error, None
+                raise error
         finally:
             self._want = 0
 
@@ -137,9 +142,7 @@ class QueueReader:
         return [r for r in taken if r.fetched_at >= limit]
 
     def interrupt(self) -> None:
-        with self._cond:
-            self._interrupts += 1
-            self._cond.notify_all()
+        self._wakeup.interrupt()
 
     def stop(self) -> list[str]:
         """End the thread (after its call in progress); the buffered messages' handles."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 import uuid
 from itertools import accumulate
@@ -25,6 +24,7 @@ from mq_bridge.endpoints.base import Batch, EndpointStatus, InputEndpoint
 from mq_bridge.endpoints.file.codec import DecodeResult, decode_records
 from mq_bridge.endpoints.file.progress import GroupProgress
 from mq_bridge.endpoints.kit.atomic_files import replaced_atomically
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.errors import ClosedError, EndpointError
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class FileInput(InputEndpoint):
         )
         self._fd: int | None = None
         self._closed = False
-        self._wakeup = threading.Event()
+        self._wakeup = Wakeup()
         self._tag_source = tag_source
         self._reset()
 
@@ -127,7 +127,7 @@ class FileInput(InputEndpoint):
         return os.pread(self._fd, width, max(0, size - width))
 
     def interrupt(self) -> None:
-        self._wakeup.set()
+        self._wakeup.interrupt()
 
     def close(self) -> None:
         if self._fd is None:
@@ -153,14 +153,15 @@ class FileInput(InputEndpoint):
             if self._cursor < len(self._records):
                 batch = self._take(wanted)
                 if batch is not None:
+                    self._wakeup.consume()  # these answer an interrupt
                     return batch
                 continue
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return Batch([])
             wait = _POLL_INTERVAL if remaining is None else min(_POLL_INTERVAL, remaining)
-            if self._wakeup.wait(wait):
-                self._wakeup.clear()
+            if self._wakeup.pause(wait):
+                self._wakeup.consume()
                 return Batch([])
 
     def _wants_more(self, wanted: int) -> bool:

@@ -21,6 +21,7 @@ from mq_bridge.endpoints.grpc.service import BridgeServer
 from mq_bridge.endpoints.kit.connections import Lease, connection_key
 from mq_bridge.endpoints.kit.drivers import require_driver
 from mq_bridge.endpoints.kit.replies import ReplyRegistry, ReplyWaiter
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.errors import ClosedError, EndpointError
 from mq_bridge.message import Message
 
@@ -66,7 +67,7 @@ class GrpcServerInput(InputEndpoint):
         self._lease: Lease[BridgeServer] | None = None
         self._queue: deque[Pending] = deque()
         self._ready = threading.Condition()
-        self._interrupted = False
+        self._wakeup = Wakeup(self._ready)
         self._closed = False
 
     def connect(self) -> None:
@@ -85,7 +86,6 @@ class GrpcServerInput(InputEndpoint):
             raise
         with self._ready:
             self._closed = False
-            self._interrupted = False
         self._lease = lease
 
     @property
@@ -110,20 +110,19 @@ class GrpcServerInput(InputEndpoint):
     def receive(self, max_messages: int, timeout: float | None) -> Batch:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._ready:
-            while not self._queue:
+            queue = self._queue
+            interrupted = self._wakeup.wait_until(
+                lambda: queue or self._closed or self._lease is None, deadline
+            )
+            if not queue:
                 if self._closed:
                     raise ClosedError(f"{self.describe()} is closed")
                 if self._lease is None:
                     raise EndpointError(f"{self.describe()}: connect() was not called")
-                if self._interrupted:
-                    self._interrupted = False
-                    return Batch([])
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return Batch([])
-                self._ready.wait(remaining)
-            if len(self._queue) > 1:  # a backlog is forming: messages come in fast
+                return Batch([])
+            if len(queue) > 1 and not interrupted:  # a backlog is forming: messages come fast
                 self._top_up(max_messages)
+                self._wakeup.consume()  # one that ended the top-up
             count = min(max_messages, len(self._queue))
             taken = [self._queue.popleft() for _ in range(count)]
         return self._hand_out(taken)
@@ -134,7 +133,8 @@ class GrpcServerInput(InputEndpoint):
         without one ends the wait, `FILL_MAX` at most, so each message does not cost a
         batch and a wake-up."""
         end = time.monotonic() + FILL_MAX
-        while len(self._queue) < max_messages and not self._interrupted and not self._closed:
+        wakeup = self._wakeup
+        while len(self._queue) < max_messages and not wakeup.pending and not self._closed:
             before = len(self._queue)
             remaining = end - time.monotonic()
             if remaining <= 0:
@@ -178,9 +178,7 @@ class GrpcServerInput(InputEndpoint):
         settle_all([(pending, nack_response(pending.bridge.id, reason)) for pending in taken])
 
     def interrupt(self) -> None:
-        with self._ready:
-            self._interrupted = True
-            self._ready.notify_all()
+        self._wakeup.interrupt()
 
     def status(self) -> EndpointStatus:
         return EndpointStatus(

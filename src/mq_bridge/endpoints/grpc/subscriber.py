@@ -22,6 +22,7 @@ from mq_bridge.endpoints.grpc.codec import from_bridge
 from mq_bridge.endpoints.grpc.options import GrpcOptions
 from mq_bridge.endpoints.grpc.output import open_channel
 from mq_bridge.endpoints.grpc.proto import ACK, NACK, messages, method_path
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.errors import ClosedError, EndpointError, EndpointUnavailableError
 
 __all__ = ["GrpcSubscriberInput"]
@@ -47,11 +48,11 @@ class GrpcSubscriberInput(InputEndpoint):
         self._consumer_id = options.consumer_id or str(uuid.uuid4())
         self._queue: deque[Any] = deque()
         self._ready = threading.Condition()
+        self._wakeup = Wakeup(self._ready)
         self._channel: Any = None
         self._call: Any = None
         self._reader: threading.Thread | None = None
         self._stopping = threading.Event()
-        self._interrupted = False
         self._closed = False
         self._error: str | None = None
 
@@ -150,18 +151,16 @@ class GrpcSubscriberInput(InputEndpoint):
     def receive(self, max_messages: int, timeout: float | None) -> Batch:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._ready:
-            while not self._queue:
+            queue = self._queue
+            self._wakeup.wait_until(
+                lambda: queue or self._closed or self._channel is None, deadline
+            )
+            if not queue:
                 if self._closed:
                     raise ClosedError(f"{self.describe()} is closed")
                 if self._channel is None:
                     raise EndpointError(f"{self.describe()}: connect() was not called")
-                if self._interrupted:
-                    self._interrupted = False
-                    return Batch([])
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return Batch([])
-                self._ready.wait(remaining)
+                return Batch([])
             taken = [self._queue.popleft() for _ in range(min(max_messages, len(self._queue)))]
             self._ready.notify_all()
         return Batch([from_bridge(bridge) for bridge in taken], [b.id for b in taken])
@@ -194,9 +193,7 @@ class GrpcSubscriberInput(InputEndpoint):
                 log.warning("%s: Acknowledge rejected: %s", self.describe(), answer.error)
 
     def interrupt(self) -> None:
-        with self._ready:
-            self._interrupted = True
-            self._ready.notify_all()
+        self._wakeup.interrupt()
 
     def status(self) -> EndpointStatus:
         return EndpointStatus(

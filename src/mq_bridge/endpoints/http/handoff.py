@@ -20,6 +20,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.errors import ClosedError
 
 if TYPE_CHECKING:
@@ -47,8 +48,8 @@ class Handoff(Generic[ItemT]):
         self.queue: deque[ItemT] = deque()
         self.listener: Listener | None = None
         self._ready = threading.Condition(threading.Lock())
+        self._wakeup = Wakeup(self._ready)
         self._waiting = False
-        self._interrupted = False
         self._settled: deque[tuple[Settleable, Any]] = deque()
         self._flush_scheduled = False
 
@@ -77,29 +78,29 @@ class Handoff(Generic[ItemT]):
     def take(self, max_messages: int, timeout: float | None) -> list[ItemT]:
         """Up to `max_messages` queued requests, driving the loop up to `timeout` seconds
         for the first; raises `ClosedError` once the input is closed."""
-        queue = self.queue
+        queue, wakeup = self.queue, self._wakeup
         deadline = None if timeout is None else time.monotonic() + timeout
         while not queue:
             listener = self.listener
             if listener is None:
                 raise ClosedError(f"the {self.name} input is closed")
-            if self._interrupted:
+            if wakeup.pending:
                 break
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 break
-            if listener.drive(self, remaining):
+            if listener.drive(self, remaining, lambda: wakeup.pending):
                 continue
             with self._ready:
                 self._waiting = True
                 try:
-                    if not queue and not self._interrupted:
+                    if not queue and not wakeup.pending:
                         self._ready.wait(
                             WAIT_SLICE if remaining is None else min(remaining, WAIT_SLICE)
                         )
                 finally:
                     self._waiting = False
-        self._interrupted = False
+        wakeup.consume()  # what is queued (maybe nothing) answers an interrupt
         items: list[ItemT] = []
         while queue and len(items) < max_messages:
             items.append(queue.popleft())
@@ -115,10 +116,8 @@ class Handoff(Generic[ItemT]):
                 listener.call_soon_threadsafe(self._flush)
 
     def interrupt(self) -> None:
-        """End a `take` blocked in another thread."""
-        self._interrupted = True
-        with self._ready:
-            self._ready.notify_all()
+        """End a `take` blocked in another thread, or else the next one."""
+        self._wakeup.interrupt()
         listener = self.listener
         if listener is not None and listener.driver is self:
             listener.stop_threadsafe()

@@ -108,9 +108,15 @@ class Listener:
 
     # -- driving the loop (any thread, one at a time) ----------------------------------
 
-    def drive(self, driver: object, timeout: float | None) -> bool:
+    def drive(
+        self, driver: object, timeout: float | None, interrupted: Callable[[], bool] | None = None
+    ) -> bool:
         """Run the loop on this thread until `stop()` or `timeout` seconds; False when
-        another route drives it (the standby driver is asked to hand it over)."""
+        another route drives it (the standby driver is asked to hand it over).
+
+        `interrupted` is asked once `driver` is the driver: true ends the drive at once.
+        (An interrupt reads `driver` to stop the loop; one that read it just before it
+        was set is seen here, so none is missed.)"""
         if not self._driving.acquire(blocking=False):
             if self.driver is not _STANDBY:
                 return False
@@ -120,6 +126,8 @@ class Listener:
         loop = self.loop
         try:
             self.driver = driver  # first: see `call_soon_threadsafe`
+            if interrupted is not None and interrupted():
+                return True
             waiting = self._before_drive
             while waiting:
                 loop.call_soon(waiting.popleft())

@@ -55,6 +55,7 @@ from mq_bridge.endpoints.kafka.codec import decode_batch
 from mq_bridge.endpoints.kafka.commits import Partition, PartitionCommits
 from mq_bridge.endpoints.kafka.options import KafkaOptions
 from mq_bridge.endpoints.kafka.replies import ReplyForwarders
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.errors import ClosedError, EndpointUnavailableError
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ class KafkaInput(InputEndpoint):
         self._consumer: Consumer | None = None
         self._generation = 0
         self._closed = False
-        self._interrupts = 0
+        self._wakeup = Wakeup()
         self._commits = PartitionCommits(self._where)
         self._partition_counts: dict[str, int] = {}
         self._unavailable: str | None = None
@@ -208,7 +209,7 @@ class KafkaInput(InputEndpoint):
 
     def receive(self, max_messages: int, timeout: float | None) -> Batch:
         consumer = self._open()
-        interrupts = self._interrupts
+        wakeup = self._wakeup
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             self._raise_if_unavailable()
@@ -219,6 +220,8 @@ class KafkaInput(InputEndpoint):
                 if not records:
                     remaining = None if deadline is None else deadline - time.monotonic()
                     wait = _SLICE if remaining is None else max(0.0, min(_SLICE, remaining))
+                    if wakeup.pending:  # interrupted: only what is already there
+                        wait = 0
                     first = consumer.poll(wait)
                     if first is not None:
                         records = [first]
@@ -230,11 +233,12 @@ class KafkaInput(InputEndpoint):
                 raise
             except Exception as error:
                 raise_client_error(error, self._where)
+            interrupted = wakeup.consume()  # records found meanwhile answer it
             if records:
                 batch = self._batch(records)
                 if batch.messages:
                     return batch
-            if interrupts != self._interrupts:
+            if interrupted:
                 return Batch([])
             if deadline is not None and time.monotonic() >= deadline:
                 return Batch([])
@@ -354,7 +358,7 @@ class KafkaInput(InputEndpoint):
         return self._where
 
     def interrupt(self) -> None:
-        self._interrupts += 1
+        self._wakeup.interrupt()
 
     def close(self) -> None:
         """Commit what was acked, leave the group (bounded), release the reply producer."""

@@ -22,6 +22,9 @@
 - `bad_requests.BadRequests`: the malformed requests an aiohttp server answered 400,
   counted and logged one line each (the http and websocket listeners, the console;
   imported from its module, as it looks aiohttp's errors up);
+- `wakeup.Wakeup`: an input's interrupt, remembered until a receive consumes it (the one
+  semantics of `InputEndpoint.interrupt`), with the waits that honour it (imported from
+  its module);
 - `hosts.host_name_problem`, `hosts.url_host_problem`: a host name the idna codec refuses
   (a label over 63 characters), found when the options are read, not when a route connects.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mq_bridge.endpoints.base import Batch, EndpointStatus, InputEndpoint
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.endpoints.memory.topic import MemoryChannel, MemoryTopic
 from mq_bridge.errors import ClosedError
 
@@ -18,18 +19,20 @@ class MemoryInput(InputEndpoint):
         self._topic = topic
         self._subscribe = subscribe
         self._channel: MemoryChannel | None = None
+        self._wakeup: Wakeup | None = None
         self._closed = False
         self._tag_source = tag_source
 
     def connect(self) -> None:
         if self._channel is None:
             self._channel = self._topic.subscribe() if self._subscribe else self._topic.queue
+            self._wakeup = self._channel.wakeup()
 
     def receive(self, max_messages: int, timeout: float | None) -> Batch:
         channel = self._channel
         if channel is None:
             raise ClosedError(f"{self.describe()} is closed" if self._closed else "not connected")
-        messages = channel.take(max_messages, timeout)
+        messages = channel.take(max_messages, timeout, self._wakeup)
         if self._tag_source and messages:
             tag = {"mqb.src.memory_topic": self._topic.name}
             messages = [m.with_metadata(tag) for m in messages]
@@ -53,8 +56,9 @@ class MemoryInput(InputEndpoint):
         return f"memory:{self._topic.name}"
 
     def interrupt(self) -> None:
-        if self._channel is not None:
-            self._channel.interrupt()
+        wakeup = self._wakeup
+        if wakeup is not None:
+            wakeup.interrupt()
 
     def close(self) -> None:
         if self._channel is not None and self._subscribe:

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.errors import SendError, SendTimeoutError
 from mq_bridge.message import Message
 
@@ -56,7 +57,6 @@ class MemoryChannel:
         # once instead of paying for a notify per message.
         self._wakeups_pending = 0
         self._waiting_writers = 0
-        self._interrupts = 0
         #: While not empty, writes go to these channels instead (a topic's subscribers).
         self.broadcast_to: tuple[MemoryChannel, ...] = ()
 
@@ -132,11 +132,17 @@ class MemoryChannel:
         finally:
             self._waiting_writers -= 1
 
-    def take(self, max_messages: int, timeout: float | None) -> list[Message]:
-        """Up to `max_messages`, waiting at most `timeout` seconds for the first one."""
+    def take(
+        self, max_messages: int, timeout: float | None, wakeup: Wakeup | None = None
+    ) -> list[Message]:
+        """Up to `max_messages`, waiting at most `timeout` seconds for the first one; a
+        reader's `wakeup` (made by `wakeup()`) ends the wait, or the next one, at once."""
         with self._lock:
-            if len(self._items) == self._head and not self._wait_for_items(timeout):
-                return []
+            if len(self._items) == self._head:
+                if not self._wait_for_items(timeout, wakeup):
+                    return []
+            elif wakeup is not None and wakeup.pending:
+                wakeup.consume()  # what is there answers the interrupt: the next take waits
             items, head = self._items, self._head
             end = head + max_messages
             if end >= len(items):  # everything: hand over the list itself
@@ -153,18 +159,20 @@ class MemoryChannel:
                 self._writable.notify_all()
             return taken  # type: ignore[return-value]  # slots before the head only are None
 
-    def _wait_for_items(self, timeout: float | None) -> bool:
+    def _wait_for_items(self, timeout: float | None, wakeup: Wakeup | None) -> bool:
+        # Wakeup.wait_until's loop, plus the count of readers already woken (see __init__).
         deadline = None if timeout is None else time.monotonic() + timeout
-        interrupts = self._interrupts
         self._waiting_readers += 1
         try:
-            while len(self._items) == self._head and interrupts == self._interrupts:
+            while len(self._items) == self._head and not (wakeup is not None and wakeup.pending):
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
                 self._readable.wait(remaining)
                 if self._wakeups_pending:
                     self._wakeups_pending -= 1
+            if wakeup is not None:
+                wakeup.consume()
             return len(self._items) > self._head
         finally:
             self._waiting_readers -= 1
@@ -182,12 +190,10 @@ class MemoryChannel:
                 self._wakeups_pending = self._waiting_readers
                 self._readable.notify_all()
 
-    def interrupt(self) -> None:
-        """Wake every reader blocked in `take`; they return what is there (maybe nothing)."""
-        with self._lock:
-            self._interrupts += 1
-            self._wakeups_pending = self._waiting_readers
-            self._readable.notify_all()
+    def wakeup(self) -> Wakeup:
+        """A reader's own interrupt for `take`: it ends that reader's wait only (others
+        reading the same channel wake, find it is not theirs, and wait on)."""
+        return Wakeup(self._readable)
 
 
 class MemoryTopic:

@@ -107,6 +107,7 @@ class MongoDbChangeStreamInput(MongoDbInputBase):
                 self._redeliver[max_messages:],
             )
         if again:
+            self._wakeup.consume()  # these answer an interrupt
             return self._batch(again, again[-1][2])
         deadline = None if timeout is None else time.monotonic() + timeout
         events: list[_Event] = []
@@ -114,8 +115,7 @@ class MongoDbChangeStreamInput(MongoDbInputBase):
         stream = self._stream
         assert stream is not None
         while len(events) < max_messages:
-            if self._interrupted.is_set():
-                self._interrupted.clear()
+            if self._wakeup.pending:
                 break
             asked = time.monotonic()
             with translated(f"{self.describe()}: change stream failed"):
@@ -138,6 +138,7 @@ class MongoDbChangeStreamInput(MongoDbInputBase):
             if message is not None:
                 self._sequence += 1
                 events.append((self._sequence, message, token))
+        self._wakeup.consume()  # what came (maybe nothing) answers an interrupt
         if not events:
             return Batch([])
         return self._batch(events, token)

@@ -14,6 +14,7 @@ from pymongo.database import Database
 
 from mq_bridge.endpoints.base import Batch, BuildContext, EndpointStatus, InputEndpoint
 from mq_bridge.endpoints.kit.connections import Lease
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.endpoints.mongodb.claims import Claim, Claims
 from mq_bridge.endpoints.mongodb.client import acquire, ping, translated
 from mq_bridge.endpoints.mongodb.codec import message_from_document
@@ -37,7 +38,7 @@ class MongoDbInputBase(InputEndpoint):
         self._database: Database[Any] | None = None
         self._collection: Collection[Any] | None = None
         self._closed = False
-        self._interrupted = threading.Event()
+        self._wakeup = Wakeup()
         self._forwarders = ReplyForwarders(context.replies, options.id_format)
 
     def connect(self) -> None:
@@ -78,13 +79,13 @@ class MongoDbInputBase(InputEndpoint):
 
     def _wait(self, seconds: float) -> bool:
         """Sleep up to `seconds`; False when interrupted (the interrupt is consumed)."""
-        if self._interrupted.wait(seconds):
-            self._interrupted.clear()
+        if self._wakeup.pause(seconds):
+            self._wakeup.consume()
             return False
         return True
 
     def interrupt(self) -> None:
-        self._interrupted.set()
+        self._wakeup.interrupt()
 
     def describe(self) -> str:
         return self._options.describe()
@@ -136,6 +137,7 @@ class MongoDbQueueInput(MongoDbInputBase):
             with translated(f"{self.describe()}: cannot claim documents"):
                 claim, documents = claims.claim(max(1, max_messages))
             if documents:
+                self._wakeup.consume()  # these answer an interrupt
                 return self._batch(claim, documents)
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 from mq_bridge.endpoints.base import Batch, BuildContext, EndpointStatus, InputEndpoint
 from mq_bridge.endpoints.kit.source_metadata import with_source
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.endpoints.mqtt.client import MqttClient, new_client_id
 from mq_bridge.endpoints.mqtt.codec import decode_v3, decode_v5
 from mq_bridge.endpoints.mqtt.options import MqttOptions
@@ -65,7 +66,7 @@ class MqttInput(InputEndpoint):
         self._buffer: collections.deque[_Received] = collections.deque()
         self._limit = max(options.capacity, options.window)
         self._ready = threading.Condition()
-        self._interrupts = 0
+        self._wakeup = Wakeup(self._ready)
         self._closed = False
         self._lease: Any = None
         self._client: MqttClient | None = None
@@ -134,17 +135,14 @@ class MqttInput(InputEndpoint):
 
     def receive(self, max_messages: int, timeout: float | None) -> Batch:
         self._open_client()
-        interrupts = self._interrupts
         deadline = None if timeout is None else time.monotonic() + timeout
-        buffer = self._buffer
         with self._ready:
-            while not buffer:
+            self._wakeup.wait_until(lambda: self._buffer or self._closed, deadline)
+            buffer = self._buffer  # (a resumed session replaces it)
+            if not buffer:
                 if self._closed:
                     raise ClosedError(f"{self.describe()} is closed")
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if interrupts != self._interrupts or (remaining is not None and remaining <= 0):
-                    return Batch([])
-                self._ready.wait(0.1 if remaining is None else min(remaining, 0.1))
+                return Batch([])
             count = min(max_messages, len(buffer))
             items = [buffer.popleft() for _ in range(count)]
             self._ready.notify_all()
@@ -209,9 +207,7 @@ class MqttInput(InputEndpoint):
         return self._options.describe()
 
     def interrupt(self) -> None:
-        with self._ready:
-            self._interrupts += 1
-            self._ready.notify_all()
+        self._wakeup.interrupt()
 
     def close(self) -> None:
         """Disconnect without acknowledging: a persistent session keeps what is unacked."""

@@ -36,6 +36,7 @@ import time
 from typing import Any
 
 from mq_bridge.endpoints.base import Batch, EndpointStatus
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.endpoints.nats import jetstream
 from mq_bridge.endpoints.nats.codec import ACK, NAK, RawMessage, ack_commands, decode_delivery
 from mq_bridge.endpoints.nats.connection import API_TIMEOUT, FastClient, run
@@ -88,7 +89,7 @@ class PullReader:
         # Handed out, neither acked nor nacked (by batch): Nak'ed at close.
         self._outstanding: dict[int, list[bytes]] = {}
         self._requests = 0
-        self._interrupted = False
+        self._wakeup = Wakeup()  # a flag here: a pull waits on its own `done` event
         self._failure: EndpointUnavailableError | None = None
         self._ahead: _Pull | None = None  # a no-wait request sent after a full batch
         self._subscription: Any = None
@@ -98,7 +99,7 @@ class PullReader:
 
     def receive(self, max_messages: int, timeout: float | None, tag_source: bool) -> Batch:
         """Up to `max_messages`, waiting at most `timeout` for the first (see the module)."""
-        self._interrupted = False
+        wakeup = self._wakeup
         self._failure = None
         deadline = None if timeout is None else time.monotonic() + timeout
         self._link.ensure(deadline)
@@ -107,7 +108,7 @@ class PullReader:
             raw += self._take_ahead(max_messages - len(raw))
         if len(raw) < max_messages:
             raw += self._pull(max_messages - len(raw), None, NO_WAIT_BOUND)
-        while not raw and not self._interrupted and self._failure is None:
+        while not raw and not wakeup.pending and self._failure is None:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining < 0.001:
                 break
@@ -116,9 +117,10 @@ class PullReader:
             raw += self._take_late(max_messages - len(raw))
             if raw and len(raw) < max_messages:
                 raw += self._pull(max_messages - len(raw), None, NO_WAIT_BOUND)
+        interrupted = wakeup.consume()  # what came answers it as well
         if not raw and self._failure is not None:
             raise self._failure
-        if REQUEST_AHEAD and len(raw) == max_messages and not self._interrupted:
+        if REQUEST_AHEAD and len(raw) == max_messages and not interrupted:
             self._ahead = self._request(max_messages, None)  # a backlog: the next batch
         messages = [decode_delivery(item, tag_source) for item in raw]
         replies = [item[1] for item in raw]
@@ -162,8 +164,9 @@ class PullReader:
         return EndpointStatus(healthy, target, pending=info.num_pending, details=details)
 
     def interrupt(self) -> None:
-        self._interrupted = True
-        pull = self._current
+        self._wakeup.interrupt()
+        with self._lock:  # `_request` checks `pending` under it: no pull slips between
+            pull = self._current
         if pull is not None:
             pull.done.set()
 
@@ -219,6 +222,8 @@ class PullReader:
         command = b"PUB %s %s %d\r\n%s\r\n" % (self._next_subject, reply, len(body), body)
         with self._lock:
             self._current = pull
+            if self._wakeup.pending:  # interrupted: end this pull's wait at once
+                pull.done.set()
         try:
             self._link.write(command)
         except EndpointUnavailableError as error:

@@ -23,6 +23,7 @@ from typing import Any
 from mq_bridge.endpoints.base import Batch, EndpointStatus
 from mq_bridge.endpoints.kit.replies import ReplyRegistry, ReplyWaiter
 from mq_bridge.endpoints.kit.source_metadata import with_source
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.endpoints.kit.wire import message_from_wire
 from mq_bridge.endpoints.nats.codec import (
     RawMessage,
@@ -51,7 +52,7 @@ class SubscriptionReader:
         self._replies = replies
         self._buffer: collections.deque[RawMessage] = collections.deque()
         self._ready = threading.Condition()
-        self._interrupted = False
+        self._wakeup = Wakeup(self._ready)
         self._dropped = 0
         self._subscription: Any = None
 
@@ -62,14 +63,9 @@ class SubscriptionReader:
         run(self._client.flush(), "nats: subscribing")
 
     def receive(self, max_messages: int, timeout: float | None, tag_source: bool) -> Batch:
-        self._interrupted = False
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._ready:
-            while not self._buffer and not self._interrupted:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    break
-                self._ready.wait(left)
+            self._wakeup.wait_until(lambda: self._buffer, deadline)
             count = min(max_messages, len(self._buffer))
             raw = [self._buffer.popleft() for _ in range(count)]
         messages: list[Message] = []
@@ -119,9 +115,7 @@ class SubscriptionReader:
         return EndpointStatus(bool(self._client.is_connected), target, details=details)
 
     def interrupt(self) -> None:
-        with self._ready:
-            self._interrupted = True
-            self._ready.notify_all()
+        self._wakeup.interrupt()
 
     def stop(self) -> None:
         if self._subscription is None:

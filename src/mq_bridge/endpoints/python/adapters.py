@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mq_bridge.endpoints.base import Batch, InputEndpoint, OutputEndpoint
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.errors import ConfigError, EndpointError
 from mq_bridge.message import Message
 
@@ -100,22 +101,23 @@ class PythonInput(_PythonEndpoint, InputEndpoint):
     def __init__(self, name: str, make: Callable[[], Any]) -> None:
         super().__init__(name, make)
         self._ended = False
-        self._wake = threading.Event()
+        self._wakeup = Wakeup()
 
     def receive(self, max_messages: int, timeout: float | None) -> Batch:
         deadline = None if timeout is None else time.monotonic() + timeout
         sleep = _FIRST_SLEEP
-        self._wake.clear()
+        wakeup = self._wakeup
         while not self._ended:
             items = self._receive_batch(max_messages)
+            interrupted = wakeup.consume()  # items found meanwhile answer it
             if items:
                 return Batch([as_message(item) for item in items])
             remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
+            if interrupted or (remaining is not None and remaining <= 0):
                 break
-            if self._wake.wait(sleep if remaining is None else min(sleep, remaining)):
-                break
+            wakeup.pause(sleep if remaining is None else min(sleep, remaining))
             sleep = min(sleep * 2, _LONGEST_SLEEP)
+        wakeup.consume()
         return Batch([])
 
     def _receive_batch(self, max_messages: int) -> list[Any]:
@@ -152,7 +154,7 @@ class PythonInput(_PythonEndpoint, InputEndpoint):
         return self._ended
 
     def interrupt(self) -> None:
-        self._wake.set()
+        self._wakeup.interrupt()
 
     def connect(self) -> None:
         super().connect()

@@ -20,6 +20,7 @@ from mq_bridge.endpoints.base import (
     InputEndpoint,
     OutputEndpoint,
 )
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.endpoints.redis.client import (
     CONNECT_TIMEOUT,
     MAX_BLOCK,
@@ -81,7 +82,7 @@ class RedisSubscriber(_Connected, InputEndpoint):
     def __init__(self, options: RedisOptions, context: BuildContext) -> None:
         super().__init__(options, context)
         self._pubsub: PubSub | None = None
-        self._interrupts = 0
+        self._wakeup = Wakeup()
 
     def connect(self) -> None:
         """Subscribe, and wait until Redis confirmed it (messages from then on arrive)."""
@@ -103,19 +104,22 @@ class RedisSubscriber(_Connected, InputEndpoint):
 
     def receive(self, max_messages: int, timeout: float | None) -> Batch:
         pubsub = self._subscription()
-        interrupts = self._interrupts
+        wakeup = self._wakeup
         deadline = None if timeout is None else time.monotonic() + timeout
         messages: list[Message] = []
         with translated_errors(self.describe(), ENDPOINT):
             while not messages:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 wait = MAX_BLOCK if remaining is None else max(0.0, min(MAX_BLOCK, remaining))
+                if wakeup.pending:  # interrupted: only what is already there
+                    wait = 0
                 self._take(pubsub.get_message(timeout=wait), messages)
-                if interrupts != self._interrupts or (remaining is not None and remaining <= 0):
+                if wakeup.pending or (remaining is not None and remaining <= 0):
                     break
             while messages and len(messages) < max_messages:  # what has already arrived
                 if not self._take(pubsub.get_message(timeout=0), messages):
                     break
+        wakeup.consume()  # whatever this receive returns answers an interrupt
         return Batch(messages)
 
     def _take(self, item: dict[str, Any] | None, messages: list[Message]) -> bool:
@@ -148,7 +152,7 @@ class RedisSubscriber(_Connected, InputEndpoint):
         return self._state()
 
     def interrupt(self) -> None:
-        self._interrupts += 1
+        self._wakeup.interrupt()
 
     def close(self) -> None:
         pubsub, self._pubsub = self._pubsub, None

@@ -11,6 +11,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from mq_bridge.endpoints.base import Batch, BuildContext, EndpointStatus, InputEndpoint
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.endpoints.redis.client import (
     MAX_BLOCK,
     acquire_client,
@@ -76,7 +77,7 @@ class RedisStreamsInput(InputEndpoint):
         self._reads: CommandChannel | None = None
         self._acks: CommandChannel | None = None
         self._closed = False
-        self._interrupts = 0
+        self._wakeup = Wakeup()
         self._unsent_acks: list[bytes] = []
         self._acks_lock = threading.Lock()
 
@@ -109,12 +110,14 @@ class RedisStreamsInput(InputEndpoint):
         reads, reader = self._reads, self._reader
         if reads is None:
             raise ClosedError(f"{self._where} input is closed")
-        interrupts = self._interrupts
+        wakeup = self._wakeup
         deadline = None if timeout is None else time.monotonic() + timeout
         block_cap = min(MAX_BLOCK, self._options.block_seconds)
         while True:
             remaining = None if deadline is None else deadline - time.monotonic()
             block = block_cap if remaining is None else min(block_cap, remaining)
+            if wakeup.pending:  # interrupted: only what is already there
+                block = 0
             block_ms = int(block * 1000) if block >= 0.001 else None  # never BLOCK 0: forever
             try:
                 if self._unsent_acks:
@@ -122,13 +125,14 @@ class RedisStreamsInput(InputEndpoint):
                 entries = reader.read(reads, client, max_messages, block_ms)
             except Exception as error:
                 raise_translated(error, self._where, ENDPOINT)
+            interrupted = wakeup.consume()  # entries found meanwhile answer it
             if entries:
                 messages = decode_entries(entries, self.stream, self._context.source_metadata)
                 return Batch(messages, entry_ids(entries))
-            if interrupts != self._interrupts or (remaining is not None and remaining <= 0):
+            if interrupted or (remaining is not None and remaining <= 0):
                 return Batch([])
             if block_ms is None:
-                time.sleep(_POLL_PAUSE if remaining is None else min(_POLL_PAUSE, remaining))
+                wakeup.pause(_POLL_PAUSE if remaining is None else min(_POLL_PAUSE, remaining))
 
     def ack(self, batch: Batch) -> None:
         """XACK the batch's entries, all in one command (a no-op in ``subscriber_mode``)."""
@@ -191,7 +195,7 @@ class RedisStreamsInput(InputEndpoint):
         return self._where
 
     def interrupt(self) -> None:
-        self._interrupts += 1
+        self._wakeup.interrupt()
 
     def close(self) -> None:
         """Hand unacked entries back to the group, leave it, release the connections."""

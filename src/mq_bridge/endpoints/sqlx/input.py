@@ -10,6 +10,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from mq_bridge.endpoints.base import Batch, BuildContext, EndpointStatus, InputEndpoint
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.endpoints.sqlx.ahead import ReadAhead
 from mq_bridge.endpoints.sqlx.codec import RowDecoder
 from mq_bridge.endpoints.sqlx.connection import Session, acquire_database, begin, commit
@@ -75,8 +76,7 @@ class SqlxInput(InputEndpoint):
         self._claim: Callable[[Any, int], Rows] | None = None
         self._decoder = RowDecoder(options.table, False, False)
         self._closed = False
-        self._interrupts = 0
-        self._wake = threading.Event()
+        self._wakeup = Wakeup()
         self._pause = options.polling_interval
         self._outstanding: set[int] = set()
         self._unsent_acks: list[int] = []
@@ -101,7 +101,7 @@ class SqlxInput(InputEndpoint):
         if self._options.listen_notify:
             try:
                 self._listener = Listener(
-                    lease.connection, self._options.notify_channel, self._wake.set
+                    lease.connection, self._options.notify_channel, self._wakeup.nudge
                 )
             except BaseException:
                 session.close()
@@ -222,17 +222,18 @@ class SqlxInput(InputEndpoint):
         assert claim is not None
         if max_messages <= 0:
             return Batch([])
-        interrupts = self._interrupts
-        self._wake.clear()
+        wakeup = self._wakeup
         deadline = None if timeout is None else time.monotonic() + timeout
         ahead, slots = self._ahead, self._slots
         if ahead is not None:
             taken = ahead.take(max_messages, timeout)
             if taken:
+                wakeup.consume()  # these answer an interrupt
                 return self._batch(taken, max_messages)
         if slots is not None:
             held = slots.take_ahead(max_messages, timeout)
             if held is not None:
+                wakeup.consume()
                 return self._held_batch(held, max_messages)
         while True:
             if self._unsent_acks:
@@ -241,24 +242,25 @@ class SqlxInput(InputEndpoint):
             if slots is not None:
                 claimed = slots.claim(max_messages)
                 if isinstance(claimed, HeldBatch):
+                    wakeup.consume()
                     self._pause = self._options.polling_interval
                     return self._held_batch(claimed, max_messages)
                 if claimed is None:
                     rows = []  # none ready; False: every slot holds a batch: lease instead
             if rows is None:
                 rows = session.run(lambda connection: claim(connection, max_messages))
+            interrupted = wakeup.consume()  # rows claimed meanwhile answer it
             if rows:
                 self._pause = self._options.polling_interval
                 return self._batch(rows, max_messages)
             remaining = None if deadline is None else deadline - time.monotonic()
-            if interrupts != self._interrupts or (remaining is not None and remaining <= 0):
+            if interrupted or (remaining is not None and remaining <= 0):
                 return Batch([])
             pause = self._pause
-            woken = self._wake.wait(pause if remaining is None else min(pause, remaining))
+            woken = wakeup.pause(pause if remaining is None else min(pause, remaining))
             if self._closed:
                 raise ClosedError(f"{self._where} input is closed")
             if woken:  # a notification (listen_notify) or interrupt(): claim again now
-                self._wake.clear()
                 continue
             # drained: back off (while it stays drained, across receives) up to the max
             self._pause = min(pause * 2, self._options.max_polling_interval)
@@ -408,13 +410,12 @@ class SqlxInput(InputEndpoint):
         return self._where
 
     def interrupt(self) -> None:
-        self._interrupts += 1
-        self._wake.set()
+        self._wakeup.interrupt()
 
     def close(self) -> None:
         """Send kept acks, make unacked rows ready again, hand the connection back."""
         self._closed = True
-        self._wake.set()
+        self._wakeup.nudge()  # a waiting receive sees it closed
         session, self._session = self._session, None
         lease, self._lease = self._lease, None
         ahead, self._ahead = self._ahead, None

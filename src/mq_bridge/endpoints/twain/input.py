@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mq_bridge.endpoints.base import Batch, EndpointStatus, InputEndpoint
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.endpoints.twain.codec import decode_batch
 from mq_bridge.endpoints.twain.exactly_once import OutputLedger
 from mq_bridge.endpoints.twain.options import TwainOptions, open_store
@@ -52,7 +53,7 @@ class TwainInput(InputEndpoint):
         self._consumer: GroupConsumer | None = None
         self._lock = threading.Lock()
         self._closed = False
-        self._interrupts = 0
+        self._wakeup = Wakeup()
         self._tag_source = tag_source
         self._uncommitted: dict[int, int] = {}  # acked, not yet committed: partition -> next
         self._next_commit = 0.0
@@ -118,7 +119,7 @@ class TwainInput(InputEndpoint):
 
     def _poll(self, max_messages: int, timeout: float | None) -> list[Any]:
         """Messages as soon as there are any, until `timeout` or an `interrupt()`."""
-        interrupts = self._interrupts
+        wakeup = self._wakeup
         deadline = None if timeout is None else time.monotonic() + timeout
         pause = _FIRST_PAUSE
         while True:
@@ -127,12 +128,10 @@ class TwainInput(InputEndpoint):
                 records: list[Any] = consumer.poll_many(max_messages, 0)
                 if not records and self._uncommitted:  # idle: commit what acks deferred
                     self._commit(consumer)
-            if records or interrupts != self._interrupts:
-                return records
             remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
+            if wakeup.consume() or records or (remaining is not None and remaining <= 0):
                 return records
-            time.sleep(pause if remaining is None else min(pause, remaining))
+            wakeup.pause(pause if remaining is None else min(pause, remaining))
             pause = min(pause * 2, _MAX_PAUSE)
 
     def ack(self, batch: Batch) -> None:
@@ -218,7 +217,7 @@ class TwainInput(InputEndpoint):
         return f"{self.describe()} (group {self._group})"
 
     def interrupt(self) -> None:
-        self._interrupts += 1
+        self._wakeup.interrupt()
 
     def close(self) -> None:
         """Leave the group at once: the other members take the partitions over."""

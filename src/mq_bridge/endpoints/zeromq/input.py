@@ -20,6 +20,7 @@ from typing import Any
 from mq_bridge.endpoints.base import Batch, BuildContext, EndpointStatus, InputEndpoint
 from mq_bridge.endpoints.kit.replies import ReplyWaiter
 from mq_bridge.endpoints.kit.source_metadata import with_source
+from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.endpoints.zeromq.codec import (
     MetadataCache,
     decode,
@@ -93,7 +94,9 @@ class ZeroMqInput(InputEndpoint):
         #: Nacked or not yet handed out: `Message`s (PULL, SUB) or `_Delivery`s (REP).
         self._pending: deque[Any] = deque()
         self._outbox: deque[list[bytes]] = deque()  # REP answers waiting for the socket
-        self._interrupted = False
+        # The flag of the rule `interrupt` keeps; the waker ends a poll (the wait here).
+        self._wakeup = Wakeup()
+        self._closing = False  # close() ends a waiting receive without an interrupt
         self._closed = False
         self._metadata_cache = MetadataCache()
 
@@ -109,8 +112,7 @@ class ZeroMqInput(InputEndpoint):
             self._poller = zmq.Poller()
             self._poller.register(self._socket, zmq.POLLIN)
             self._poller.register(self._waker.fileno, zmq.POLLIN)
-            self._closed = False
-            self._interrupted = False
+            self._closed = self._closing = False
 
     def receive(self, max_messages: int, timeout: float | None) -> Batch:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -130,15 +132,17 @@ class ZeroMqInput(InputEndpoint):
 
     def _wait_and_take(self, max_messages: int, deadline: float | None) -> list[Any]:
         """(Under the socket lock.) Up to `max_messages`, waiting until `deadline`."""
+        wakeup = self._wakeup
         while True:
             self._send_outbox()
             self._fill(max_messages)
             if self._pending:
-                if len(self._pending) > 1:  # a backlog is forming: messages come in fast
+                # a backlog is forming (messages come in fast): wait for a fuller batch
+                if len(self._pending) > 1 and not wakeup.pending:
                     self._top_up(max_messages)
+                wakeup.consume()  # these answer an interrupt
                 return self._pop(max_messages)
-            if self._interrupted:
-                self._interrupted = False
+            if wakeup.consume() or self._closing:
                 return []
             if deadline is None:
                 wait_ms = None
@@ -174,7 +178,7 @@ class ZeroMqInput(InputEndpoint):
         ends the wait, `FILL_MAX` at most. A sender of single messages would otherwise
         cost a wake-up and a batch per message (and, in one process, a GIL hand-over)."""
         end = time.monotonic() + FILL_MAX
-        while len(self._pending) < max_messages and not self._interrupted:
+        while len(self._pending) < max_messages and not self._wakeup.pending:
             remaining = end - time.monotonic()
             if remaining <= 0 or not self._io.readable(self._socket, FILL_IDLE_MS):
                 return
@@ -293,9 +297,10 @@ class ZeroMqInput(InputEndpoint):
                 log.warning("%s: could not answer a request: %s", self.describe(), error)
 
     def interrupt(self) -> None:
-        self._interrupted = True
-        if self._waker is not None:
-            self._waker.wake()
+        self._wakeup.interrupt()  # before the wake: the woken poll sees it
+        waker = self._waker
+        if waker is not None:
+            waker.wake()
 
     def status(self) -> EndpointStatus:
         return EndpointStatus(
@@ -309,7 +314,10 @@ class ZeroMqInput(InputEndpoint):
         return self._options.describe("input")
 
     def close(self) -> None:
-        self.interrupt()
+        self._closing = True
+        waker = self._waker
+        if waker is not None:
+            waker.wake()  # a receive waiting in another thread returns; then we go on
         with self._lock:
             self._send_outbox()
             socket, self._socket = self._socket, None
