@@ -35,9 +35,6 @@ E = "mq_bridge.endpoints"
 
 #: (rule, module, what it imports) -> why it is allowed for now.
 ALLOWED_IMPORTS = {
-    ("endpoint", f"{E}.sled", f"{E}.twain"): "issue 24: sled moves under twain/",
-    ("endpoint", f"{E}.stream_buffer", f"{E}.memory"): "issue 24: moves under memory/",
-    ("endpoint", f"{E}.switch", f"{E}._predicates"): "issue 24: into a switch package",
     ("endpoint", f"{E}.websocket.input", f"{E}.http"): (
         "issue 24: http's Handoff moves to the kit once the interrupt rework (i24-interrupt) "
         "has rewritten it"

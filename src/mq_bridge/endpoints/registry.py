@@ -16,7 +16,7 @@ dependency imports it inside the build functions and, when it is missing, raises
 from __future__ import annotations
 
 ENDPOINT_MODULES: dict[str, str] = {
-    # name in config -> module path (one module per endpoint)
+    # name in config -> module path (one module per registration)
     "memory": "mq_bridge.endpoints.memory",
     "null": "mq_bridge.endpoints.null",
     "response": "mq_bridge.endpoints.response",
@@ -34,8 +34,8 @@ ENDPOINT_MODULES: dict[str, str] = {
     "custom": "mq_bridge.endpoints.custom",
     "ref": "mq_bridge.endpoints.ref",
     "reader": "mq_bridge.endpoints.reader",
-    "stream_buffer": "mq_bridge.endpoints.stream_buffer",
-    "sled": "mq_bridge.endpoints.sled",
+    "stream_buffer": "mq_bridge.endpoints.memory.stream_buffer",
+    "sled": "mq_bridge.endpoints.twain.sled",
     "ibmmq": "mq_bridge.endpoints.ibmmq",
     "kafka": "mq_bridge.endpoints.kafka",
     "zeromq": "mq_bridge.endpoints.zeromq",

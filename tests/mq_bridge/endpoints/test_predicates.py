@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mq_bridge import Message
-from mq_bridge.endpoints._predicates import compile_predicate
+from mq_bridge.endpoints.switch.predicates import compile_predicate
 from mq_bridge.errors import ConfigError
 
 ORDER = Message.from_json(

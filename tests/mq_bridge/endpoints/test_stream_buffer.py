@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mq_bridge import Consumer, Message, Publisher
-from mq_bridge.endpoints.stream_buffer import PARTITIONS
+from mq_bridge.endpoints.memory.stream_buffer import PARTITIONS
 from mq_bridge.errors import ConfigError, NonRetryableError, SendError
 from tests.mq_bridge.helpers import unique
 

@@ -2,7 +2,7 @@
 
 Features
     - Predicate mode: `when` is an ordered list of ``{if: <expression>, to: <endpoint>}``;
-      the first expression that holds picks the output (expressions: see `_predicates`,
+      the first expression that holds picks the output (expressions: see `predicates`,
       e.g. ``amount > 100 && meta.kind == "order"``). Invalid expressions fail at start.
     - Value-lookup mode: the value of metadata `metadata_key` picks the output in `cases`.
     - Both may be given: `when` is tried first. Messages nothing matches go to `default`,
@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pydantic import ConfigDict, Field, model_validator
 
 from mq_bridge.config.declarations import EndpointRef, OptionError, Options
-from mq_bridge.endpoints._predicates import Predicate, compile_predicate
 from mq_bridge.endpoints.base import BuildContext, EndpointStatus, OutputEndpoint
+from mq_bridge.endpoints.switch.predicates import Predicate, compile_predicate
 from mq_bridge.errors import ConfigError, NonRetryableError, SendError
 from mq_bridge.message import Message
 
