@@ -43,6 +43,13 @@ __all__ = ["OPTIONS", "build_input", "build_output"]
 
 OPTIONS = MemoryOptions
 
+#: The endpoints registered from this package: config name -> the module that builds it
+#: (the entries of `mq_bridge.endpoints.registry.ENDPOINT_MODULES` that point here).
+REGISTRATIONS: dict[str, str] = {
+    "memory": "mq_bridge.endpoints.memory",
+    "stream_buffer": "mq_bridge.endpoints.memory.stream_buffer",
+}
+
 
 def build_input(options: MemoryOptions, context: BuildContext) -> MemoryInput:
     """A queue reader, or a broadcast subscriber with ``subscribe_mode: true``."""

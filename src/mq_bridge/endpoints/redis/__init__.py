@@ -1,7 +1,8 @@
 """Redis endpoints: `redis_streams` (streams and consumer groups) and `redis` (pub/sub).
 
-Two registered endpoints share this package, its options, its connection code and its
-driver (redis-py with hiredis, the sync client: ``pip install 'twainmq[redis]'``):
+Two registered endpoints (named in `REGISTRATIONS`) share this package, its options, its
+connection code and its driver (redis-py with hiredis, the sync client:
+``pip install 'twainmq[redis]'``):
 
     redis_streams   mq_bridge.endpoints.redis.streams   at least once: XADD, XREADGROUP, XACK
     redis           mq_bridge.endpoints.redis.pubsub    at most once: PUBLISH, SUBSCRIBE
@@ -13,3 +14,12 @@ encoded and decoded as RESP), `readers` (group member and tail reader), `input` 
 (redis_streams), `channels` (redis pub/sub). Nothing here imports redis-py until an endpoint
 connects.
 """
+
+from __future__ import annotations
+
+#: The endpoints registered from this package: config name -> the module that builds it
+#: (the entries of `mq_bridge.endpoints.registry.ENDPOINT_MODULES` that point here).
+REGISTRATIONS: dict[str, str] = {
+    "redis_streams": "mq_bridge.endpoints.redis.streams",
+    "redis": "mq_bridge.endpoints.redis.pubsub",
+}

@@ -75,6 +75,13 @@ __all__ = ["OPTIONS", "build_input", "build_output"]
 
 OPTIONS = TwainOptions
 
+#: The endpoints registered from this package: config name -> the module that builds it
+#: (the entries of `mq_bridge.endpoints.registry.ENDPOINT_MODULES` that point here).
+REGISTRATIONS: dict[str, str] = {
+    "twain": "mq_bridge.endpoints.twain",
+    "sled": "mq_bridge.endpoints.twain.sled",
+}
+
 
 def build_input(options: TwainOptions, context: BuildContext) -> TwainInput:
     """A member of `group` (default: the route's name) reading the topic."""
