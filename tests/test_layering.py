@@ -34,12 +34,7 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 E = "mq_bridge.endpoints"
 
 #: (rule, module, what it imports) -> why it is allowed for now.
-ALLOWED_IMPORTS = {
-    ("endpoint", f"{E}.websocket.input", f"{E}.http"): (
-        "issue 24: http's Handoff moves to the kit once the interrupt rework (i24-interrupt) "
-        "has rewritten it"
-    ),
-}
+ALLOWED_IMPORTS: dict[tuple[str, str, str], str] = {}
 
 #: (module, owner._name) -> the driver version it was written against, and why.
 ALLOWED_PRIVATE_READS = {

@@ -34,9 +34,10 @@ from typing import TYPE_CHECKING, Any
 from mq_bridge.endpoints.base import Batch, BuildContext, EndpointStatus, InputEndpoint
 from mq_bridge.endpoints.http import codec
 from mq_bridge.endpoints.http.deadlines import BodyTimeout, Deadline, Deadlines
-from mq_bridge.endpoints.http.handoff import Handoff
-from mq_bridge.endpoints.http.options import HttpOptions, listen_address
+from mq_bridge.endpoints.http.options import HttpOptions
 from mq_bridge.endpoints.kit.bad_requests import describe, is_malformed_request
+from mq_bridge.endpoints.kit.handoff import Handoff
+from mq_bridge.endpoints.kit.listener import listen_address
 from mq_bridge.endpoints.kit.replies import ReplyWaiter
 from mq_bridge.errors import ClosedError, ConfigError
 from mq_bridge.message import Message
@@ -44,7 +45,7 @@ from mq_bridge.message import Message
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from mq_bridge.endpoints.http.server import Listener
+    from mq_bridge.endpoints.kit.listener import Listener
 
 __all__ = ["HttpInput"]
 
@@ -134,8 +135,8 @@ class HttpInput(InputEndpoint):
     def connect(self) -> None:
         if self._listener is not None:
             return
-        from mq_bridge.endpoints.http.server import attach, server_ssl_context
         from mq_bridge.endpoints.kit.drivers import require_driver
+        from mq_bridge.endpoints.kit.listener import attach, server_ssl_context
 
         require_driver("aiohttp", endpoint="http", extra="http")
         from aiohttp import web
@@ -174,7 +175,7 @@ class HttpInput(InputEndpoint):
         listener, self._listener = self._listener, None
         if listener is None:
             return
-        from mq_bridge.endpoints.http.server import detach
+        from mq_bridge.endpoints.kit.listener import detach
 
         handoff = self._handoff
         handoff.interrupt()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 from typing import ClassVar, Literal
-from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
 
@@ -24,7 +23,7 @@ from mq_bridge.config.declarations import (
 from mq_bridge.endpoints.kit.hosts import url_host_problem
 from mq_bridge.endpoints.kit.tls import TlsOptions
 
-__all__ = ["HttpOptions", "is_header_name", "listen_address"]
+__all__ = ["HttpOptions", "is_header_name"]
 
 ServerProtocol = Literal["auto", "http1_only", "http2_only"]
 Compression = Literal["none", "gzip", "lz4", "zstd"]
@@ -265,21 +264,3 @@ def is_header_name(name: str) -> bool:
     Cached (bounded): every reply checks its headers' names, and they are nearly always
     the same few."""
     return bool(name) and _TOKEN_CHARS.issuperset(name)
-
-
-def listen_address(url: str) -> tuple[str, int, bool]:
-    """(host, port, tls_by_scheme) of a consumer's `url`: ``host:port`` or a URL."""
-    text = url.strip()
-    with_scheme = text if "://" in text else f"http://{text}"
-    try:
-        parts = urlsplit(with_scheme)
-        port = parts.port
-    except ValueError as error:
-        raise OptionError("url", f"not a listen address ({error})") from None
-    scheme = parts.scheme.lower()
-    if scheme not in ("http", "https", "ws", "wss"):
-        raise OptionError("url", f"unsupported scheme {parts.scheme!r}: use host:port")
-    if port is None:
-        port = 443 if scheme in ("https", "wss") else 80
-    host = parts.hostname or "0.0.0.0"
-    return host, port, scheme in ("https", "wss")

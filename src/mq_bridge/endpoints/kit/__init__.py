@@ -25,6 +25,11 @@
 - `wakeup.Wakeup`: an input's interrupt, remembered until a receive consumes it (the one
   semantics of `InputEndpoint.interrupt`), with the waits that honour it (imported from
   its module);
+- `listener.attach`, `listener.detach`, `listener.Listener`, `listener.listen_address`,
+  `listener.server_ssl_context`: one aiohttp server per listen address, shared by path
+  between the http and websocket inputs, its loop driven by the routes reading from it; and
+  `handoff.Handoff`, the requests it queues for one input's route and their outcomes back
+  (imported from their modules);
 - `hosts.host_name_problem`, `hosts.url_host_problem`: a host name the idna codec refuses
   (a label over 63 characters), found when the options are read, not when a route connects.
 

@@ -1,8 +1,8 @@
 """websocket: a WebSocket server input (aiohttp) and a WebSocket client output (`websockets`).
 
 This module is the builders; `options` declares the options, `input` turns frames into
-messages and replies into frames on the same socket (its server is the http endpoint's
-shared listener, `mq_bridge.endpoints.http.server`), `output` is the client, `codec` the
+messages and replies into frames on the same socket (its server is the listener it shares
+with http inputs, `mq_bridge.endpoints.kit.listener`), `output` is the client, `codec` the
 frame <-> message mapping.
 
 Features

@@ -3,7 +3,7 @@
     client --frame--> connection task (asyncio loop thread) --queue--> route thread
            <--frame-- connection writer <-- reply registry <-------- `response` output
 
-The server is aiohttp's, on the shared http listeners (`mq_bridge.endpoints.http.server`):
+The server is aiohttp's, on the shared http listeners (`mq_bridge.endpoints.kit.listener`):
 a websocket input registers its `path` for GET on the listener of its address, so http and
 websocket inputs can share one port, and the listener's header-read timeout bounds the
 upgrade request. The handshake checks `max_connections` (503) and `basic_auth` (401).
@@ -20,7 +20,7 @@ bound (WebSocket flow control then pushes back through TCP). Acks and nacks send
 WebSocket has no negative answer for one frame.
 
 As for the http input, the route thread runs the listener's loop while it waits for frames
-(`mq_bridge.endpoints.http.handoff`), so frames and replies cross no thread. Each
+(`mq_bridge.endpoints.kit.handoff`), so frames and replies cross no thread. Each
 connection has one writer task that sends its replies in order (no task per reply).
 """
 
@@ -36,9 +36,9 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from mq_bridge.endpoints.base import Batch, BuildContext, EndpointStatus, InputEndpoint
-from mq_bridge.endpoints.http.handoff import Handoff
-from mq_bridge.endpoints.http.options import listen_address
 from mq_bridge.endpoints.kit.bad_requests import describe
+from mq_bridge.endpoints.kit.handoff import Handoff
+from mq_bridge.endpoints.kit.listener import listen_address
 from mq_bridge.endpoints.kit.replies import ReplyWaiter
 from mq_bridge.endpoints.websocket import codec
 from mq_bridge.endpoints.websocket.options import WebSocketOptions
@@ -48,7 +48,7 @@ from mq_bridge.message import Message, normalize_message_id
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from mq_bridge.endpoints.http.server import Listener
+    from mq_bridge.endpoints.kit.listener import Listener
 
 __all__ = ["WebSocketInput"]
 
@@ -147,8 +147,8 @@ class WebSocketInput(InputEndpoint):
     def connect(self) -> None:
         if self._listener is not None:
             return
-        from mq_bridge.endpoints.http.server import attach, server_ssl_context
         from mq_bridge.endpoints.kit.drivers import require_driver
+        from mq_bridge.endpoints.kit.listener import attach, server_ssl_context
 
         require_driver("aiohttp", endpoint="websocket", extra="websocket")
         if self._options.execution_mode == "direct_only":
@@ -182,7 +182,7 @@ class WebSocketInput(InputEndpoint):
         listener, self._listener = self._listener, None
         if listener is None:
             return
-        from mq_bridge.endpoints.http.server import detach
+        from mq_bridge.endpoints.kit.listener import detach
 
         handoff = self._handoff
         handoff.interrupt()

@@ -7,7 +7,7 @@
 
 `receive` runs the listener's loop itself (`Listener.drive`) until a request is queued
 for this input, so requests and replies cross no thread on the way (see
-`mq_bridge.endpoints.http.server`). When another route drives the shared loop, `receive`
+`mq_bridge.endpoints.kit.listener`). When another route drives the shared loop, `receive`
 waits for its requests to be queued (a condition), trying to drive again every 50 ms.
 `settle` may be called from any thread (the route's, a handler thread in the pipelined
 executor): outcomes are queued, and the loop is woken once per group of them.
@@ -24,7 +24,7 @@ from mq_bridge.endpoints.kit.wakeup import Wakeup
 from mq_bridge.errors import ClosedError
 
 if TYPE_CHECKING:
-    from mq_bridge.endpoints.http.server import Listener
+    from mq_bridge.endpoints.kit.listener import Listener
 
 __all__ = ["Handoff", "Settleable"]
 

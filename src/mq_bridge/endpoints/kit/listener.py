@@ -1,5 +1,6 @@
 """The HTTP listeners: one aiohttp server per listen address, shared by path, each on an
-event loop that the routes reading from it drive.
+event loop that the routes reading from it drive (the http and websocket inputs' server,
+kept once here: `attach` / `detach` are its lifecycle, `listen_address` reads an input's URL).
 
 Every http (and websocket) input of the process that listens on the same address shares
 one server (one socket), and the server hands each request to the input registered for its
@@ -51,7 +52,9 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
+from mq_bridge.config.declarations import OptionError
 from mq_bridge.endpoints.kit.bad_requests import BadRequests
 from mq_bridge.endpoints.kit.tls import TlsOptions, tls_required
 from mq_bridge.errors import ConfigError, EndpointUnavailableError
@@ -59,8 +62,17 @@ from mq_bridge.errors import ConfigError, EndpointUnavailableError
 if TYPE_CHECKING:
     from aiohttp import web
 
-__all__ = ["Listener", "RequestHandler", "attach", "detach", "server_ssl_context"]
+__all__ = [
+    "Listener",
+    "RequestHandler",
+    "attach",
+    "detach",
+    "listen_address",
+    "server_ssl_context",
+]
 
+#: The logger's name predates the move to the kit: kept, so logging configurations that
+#: name it still apply (websocket inputs on a listener log here too, as before).
 log = logging.getLogger("mq_bridge.endpoints.http")
 
 RequestHandler = Callable[["web.BaseRequest"], Awaitable["web.StreamResponse"]]
@@ -384,3 +396,21 @@ def server_ssl_context(tls: TlsOptions, url: str) -> ssl.SSLContext | None:
             raise ConfigError(f"cannot load {tls.ca_file!r}: {error}", path="tls.ca_file") from None
         context.verify_mode = ssl.CERT_REQUIRED
     return context
+
+
+def listen_address(url: str) -> tuple[str, int, bool]:
+    """(host, port, tls_by_scheme) of a consumer's `url`: ``host:port`` or a URL."""
+    text = url.strip()
+    with_scheme = text if "://" in text else f"http://{text}"
+    try:
+        parts = urlsplit(with_scheme)
+        port = parts.port
+    except ValueError as error:
+        raise OptionError("url", f"not a listen address ({error})") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https", "ws", "wss"):
+        raise OptionError("url", f"unsupported scheme {parts.scheme!r}: use host:port")
+    if port is None:
+        port = 443 if scheme in ("https", "wss") else 80
+    host = parts.hostname or "0.0.0.0"
+    return host, port, scheme in ("https", "wss")
