@@ -22,13 +22,3 @@ def read(topic: str, count: int, timeout: float = 30.0) -> list[Message]:
             got += consumer.poll(count - len(got), 100)
         consumer.commit()
     return got
-
-
-def wait_until(condition, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
-    """Poll `condition()` until it is true or `timeout` passes; its last value."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True

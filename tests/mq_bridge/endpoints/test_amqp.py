@@ -6,7 +6,6 @@ Every queue and exchange is uniquely named and deleted afterwards (`delete_queue
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 import uuid
@@ -18,6 +17,7 @@ from mq_bridge import Consumer, Message, Publisher, Route
 from mq_bridge.endpoints.base import Batch, InputEndpoint, OutputEndpoint
 from mq_bridge.errors import ConfigError, EndpointUnavailableError
 from mq_bridge.runtime.factory import build_input, build_output, new_context
+from tests.helpers import free_port
 
 pytestmark = pytest.mark.amqp
 
@@ -88,12 +88,6 @@ def receive_n(source: InputEndpoint, count: int, timeout: float = 10.0) -> list[
         if batch:
             batches.append(batch)
     return batches
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 # --- config errors --------------------------------------------------------------------

@@ -34,6 +34,7 @@ from mq_bridge.endpoints.mongodb.direct import DirectInserter, direct_eligible
 from mq_bridge.endpoints.mongodb.options import MongoDbOptions
 from mq_bridge.errors import ConfigError, EndpointUnavailableError, RequestTimeoutError
 from mq_bridge.runtime.factory import build_input, build_output, new_context
+from tests.helpers import free_port
 
 pytestmark = pytest.mark.mongodb
 
@@ -365,7 +366,7 @@ def test_a_request_nobody_answers_times_out(mongodb_url: str, collection: str) -
 
 
 def test_connect_fails_within_the_server_selection_timeout() -> None:
-    url = f"mongodb://127.0.0.1:{_free_port()}/?serverSelectionTimeoutMS=300"
+    url = f"mongodb://127.0.0.1:{free_port()}/?serverSelectionTimeoutMS=300"
     for build in (build_output, build_input):
         endpoint = build(config(url, "nothing"), new_context("test"))
         with pytest.raises(EndpointUnavailableError, match="cannot connect"):
@@ -525,12 +526,6 @@ class TlsProxy:
         self._listener.close()
         for each in self._sockets:
             each.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_source_metadata_names_database_collection_and_document(

@@ -33,7 +33,8 @@ from mq_bridge.errors import (
     is_retriable,
 )
 from mq_bridge.runtime.factory import build_output, new_context
-from tests.mq_bridge.endpoints.test_mqtt import closed_port, poll_all, session  # noqa: F401
+from tests.helpers import free_port
+from tests.mq_bridge.endpoints.test_mqtt import poll_all, session  # noqa: F401
 
 pytestmark = pytest.mark.mqtt
 
@@ -128,7 +129,7 @@ def private_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
     passwords = cwd / "passwords"
     passwords.write_text("")
     subprocess.run(["mosquitto_passwd", "-b", str(passwords), USER, PASSWORD], check=True)
-    plain, tls = closed_port(), closed_port()
+    plain, tls = free_port(), free_port()
     (cwd / "mosquitto.conf").write_text(
         ("user root\n" if os.geteuid() == 0 else "")  # its files are in our temporary directory
         + "per_listener_settings false\nallow_anonymous false\npersistence false\n"

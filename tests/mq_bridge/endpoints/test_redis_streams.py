@@ -13,6 +13,7 @@ from mq_bridge import Consumer, Message, Publisher, Route
 from mq_bridge.endpoints.base import InputEndpoint
 from mq_bridge.errors import ConfigError, EndpointUnavailableError
 from mq_bridge.runtime.factory import build_input, new_context
+from tests.helpers import free_port
 from tests.mq_bridge.helpers import read, unique
 
 pytestmark = pytest.mark.redis
@@ -76,7 +77,8 @@ def test_null_options_mean_the_peers_defaults() -> None:
     assert options.redelivery_timeout == 60_000
 
 
-def test_a_refused_connection_fails_start_promptly(unused_port: int) -> None:
+def test_a_refused_connection_fails_start_promptly() -> None:
+    unused_port = free_port()
     url = f"redis://127.0.0.1:{unused_port}"
     route = Route.from_config({"input": cfg(url, "s"), "output": {"null": None}})
     started = time.monotonic()
@@ -87,15 +89,6 @@ def test_a_refused_connection_fails_start_promptly(unused_port: int) -> None:
         Publisher.from_config(cfg(url, "s"))
     with pytest.raises(EndpointUnavailableError):
         Consumer.from_config(cfg(url, "s"))
-
-
-@pytest.fixture
-def unused_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 # --- wire format, ids, metadata -----------------------------------------------------------
