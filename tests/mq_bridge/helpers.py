@@ -1,11 +1,14 @@
-"""Small helpers for tests that go through memory topics."""
+"""Small helpers for the bridge's tests: memory topics, and endpoints opened by hand."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 from mq_bridge import Consumer, Message
+from mq_bridge.endpoints.base import InputEndpoint, OutputEndpoint
+from mq_bridge.runtime.factory import build_input, build_output, new_context
 
 
 def unique(name: str) -> str:
@@ -22,3 +25,24 @@ def read(topic: str, count: int, timeout: float = 30.0) -> list[Message]:
             got += consumer.poll(count - len(got), 100)
         consumer.commit()
     return got
+
+
+def open_input(
+    config: dict[str, Any], route: str = "test", source_metadata: bool | None = None
+) -> InputEndpoint:
+    """The input `config` describes, built for a route named `route` and connected.
+
+    `source_metadata` overrides ``MQB_SOURCE_METADATA`` for this input (None: as it says)."""
+    context = new_context(route)
+    if source_metadata is not None:
+        context.source_metadata = source_metadata
+    source = build_input(config, context)
+    source.connect()
+    return source
+
+
+def open_output(config: dict[str, Any], route: str = "test") -> OutputEndpoint:
+    """The output `config` describes, built for a route named `route` and connected."""
+    output = build_output(config, new_context(route))
+    output.connect()
+    return output

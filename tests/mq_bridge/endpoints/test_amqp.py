@@ -14,10 +14,11 @@ from collections.abc import Iterator
 import pytest
 
 from mq_bridge import Consumer, Message, Publisher, Route
-from mq_bridge.endpoints.base import Batch, InputEndpoint, OutputEndpoint
+from mq_bridge.endpoints.base import Batch, InputEndpoint
 from mq_bridge.errors import ConfigError, EndpointUnavailableError
-from mq_bridge.runtime.factory import build_input, build_output, new_context
+from mq_bridge.runtime.factory import build_input, new_context
 from tests.helpers import free_port
+from tests.mq_bridge.helpers import open_input, open_output
 
 pytestmark = pytest.mark.amqp
 
@@ -64,20 +65,6 @@ def queue(amqp_url: str) -> Iterator[str]:
 
 def config(url: str, queue: str, **options: object) -> dict[str, dict[str, object]]:
     return {"amqp": {"url": url, "queue": queue, **options}}
-
-
-def open_output(cfg: dict[str, dict[str, object]]) -> OutputEndpoint:
-    output = build_output(cfg, new_context("test"))
-    output.connect()
-    return output
-
-
-def open_input(cfg: dict[str, dict[str, object]], source_metadata: bool = False) -> InputEndpoint:
-    context = new_context("test")
-    context.source_metadata = source_metadata
-    source = build_input(cfg, context)
-    source.connect()
-    return source
 
 
 def receive_n(source: InputEndpoint, count: int, timeout: float = 10.0) -> list[Batch]:

@@ -27,7 +27,7 @@ import pytest
 
 from mq_bridge import Message, Publisher, Route
 from mq_bridge.config.declarations import parse_options
-from mq_bridge.endpoints.base import InputEndpoint, OutputEndpoint
+from mq_bridge.endpoints.base import InputEndpoint
 from mq_bridge.endpoints.mongodb.claims import Claims
 from mq_bridge.endpoints.mongodb.client import client_arguments
 from mq_bridge.endpoints.mongodb.direct import DirectInserter, direct_eligible
@@ -35,6 +35,7 @@ from mq_bridge.endpoints.mongodb.options import MongoDbOptions
 from mq_bridge.errors import ConfigError, EndpointUnavailableError, RequestTimeoutError
 from mq_bridge.runtime.factory import build_input, build_output, new_context
 from tests.helpers import free_port
+from tests.mq_bridge.helpers import open_input, open_output
 
 pytestmark = pytest.mark.mongodb
 
@@ -67,18 +68,6 @@ def config(url: str, collection: str, **options: Any) -> dict[str, Any]:
             **options,
         }
     }
-
-
-def open_output(cfg: dict[str, Any]) -> OutputEndpoint:
-    output = build_output(cfg, new_context("test"))
-    output.connect()
-    return output
-
-
-def open_input(cfg: dict[str, Any]) -> InputEndpoint:
-    source = build_input(cfg, new_context("test"))
-    source.connect()
-    return source
 
 
 def drain(source: InputEndpoint, count: int, timeout: float = 15.0) -> list[Message]:
