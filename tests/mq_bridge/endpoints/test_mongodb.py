@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from mq_bridge.errors import ConfigError, EndpointUnavailableError, RequestTimeo
 from mq_bridge.runtime.factory import build_input, build_output, new_context
 from tests.helpers import free_port
 from tests.mq_bridge.helpers import open_input, open_output
+from tests.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.mongodb
 
@@ -411,7 +411,7 @@ def test_tls_options_reach_pymongo(mongodb_url: str, collection: str, tmp_path: 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
     host, port = mongodb_url.split("//")[1].strip("/").split(":")
-    proxy = TlsProxy(context, (host, int(port)))
+    proxy = TcpProxy((host, int(port)), tls=context)
     url = f"mongodb://localhost:{proxy.port}/?serverSelectionTimeoutMS=2000"
     try:
         trusted = config(url, collection, shared=False, tls={"required": True})
@@ -469,52 +469,6 @@ def test_tls_arguments_for_pymongo(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="ca_file"):
         client_arguments(options)
-
-
-class TlsProxy:
-    """Accepts TLS on a free port and forwards the plain bytes to `upstream`."""
-
-    def __init__(self, context: ssl.SSLContext, upstream: tuple[str, int]) -> None:
-        self._context, self._upstream = context, upstream
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
-        self._sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            try:
-                secure = self._context.wrap_socket(client, server_side=True)
-            except OSError:
-                client.close()  # a client that does not trust us: refused handshake
-                continue
-            upstream = socket.create_connection(self._upstream, 5)
-            upstream.settimeout(None)
-            self._sockets += [secure, upstream]
-            for pair in ((secure, upstream), (upstream, secure)):
-                threading.Thread(target=self._pump, args=pair, daemon=True).start()
-
-    @staticmethod
-    def _pump(source: socket.socket, target: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                target.sendall(data)
-        except OSError:
-            pass
-        for each in (source, target):
-            try:
-                each.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        self._listener.close()
-        for each in self._sockets:
-            each.close()
 
 
 def test_source_metadata_names_database_collection_and_document(
