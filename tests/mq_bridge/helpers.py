@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from mq_bridge import Consumer, Message
 from mq_bridge.endpoints.base import InputEndpoint, OutputEndpoint
+from mq_bridge.errors import is_retriable
 from mq_bridge.runtime.factory import build_input, build_output, new_context
+
+T = TypeVar("T")
 
 
 def unique(name: str) -> str:
@@ -46,3 +50,21 @@ def open_output(config: dict[str, Any], route: str = "test") -> OutputEndpoint:
     output = build_output(config, new_context(route))
     output.connect()
     return output
+
+
+def retrying(
+    call: Callable[[], T],
+    deadline: float,
+    pause: float = 0.2,
+    errors: type[Exception] | tuple[type[Exception], ...] = Exception,
+) -> T:
+    """`call()` until it returns: an error of `errors` that is retriable (`is_retriable`) is
+    tried again after `pause` seconds until `deadline` (a `time.monotonic()` value) passes.
+    What a test does while a broker restarts (`tests.brokers.restart_broker`)."""
+    while True:
+        try:
+            return call()
+        except errors as error:
+            if not is_retriable(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
