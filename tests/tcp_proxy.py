@@ -3,6 +3,7 @@ connection between a client and its broker to fail on cue.
 
     proxy = TcpProxy(("127.0.0.1", 5672))              # plain bytes both ways
     proxy = TcpProxy(upstream, tls=server_context)     # the client speaks TLS to the proxy
+    context = self_signed_context(tmp_path)            # ... with tmp_path/"cert.pem" to trust
     proxy.drop_connections()                           # both sides of every connection cut
     proxy.close()
 
@@ -13,11 +14,16 @@ a time. A client whose TLS handshake fails is refused, and the proxy keeps accep
 
 from __future__ import annotations
 
+import shutil
 import socket
 import ssl
+import subprocess
 import threading
+from pathlib import Path
 
-__all__ = ["TcpProxy", "cut"]
+import pytest
+
+__all__ = ["TcpProxy", "cut", "self_signed_context"]
 
 
 class TcpProxy:
@@ -84,3 +90,19 @@ def cut(*ends: socket.socket) -> None:
         except OSError:
             pass
         end.close()
+
+
+def self_signed_context(directory: Path) -> ssl.SSLContext:
+    """A TLS server context for ``localhost``/127.0.0.1, its certificate (the one a client
+    must trust) written to `directory`/cert.pem; skips the test without ``openssl``."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", "key.pem", "-out", "cert.pem", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        cwd=directory, check=True, capture_output=True, timeout=30,
+    )  # fmt: skip
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(directory / "cert.pem", directory / "key.pem")
+    return context

@@ -5,10 +5,7 @@ channel the broker closes, a connection lost while idle, TLS.
 
 from __future__ import annotations
 
-import shutil
 import socket
-import ssl
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +19,7 @@ from mq_bridge.endpoints.amqp.frames import Publish
 from mq_bridge.errors import EndpointError, SendError, is_retriable
 from tests.mq_bridge.endpoints.test_amqp import _admin, config, delete_exchange, queue, receive_n
 from tests.mq_bridge.helpers import open_input, open_output
-from tests.tcp_proxy import TcpProxy
+from tests.tcp_proxy import TcpProxy, self_signed_context
 
 __all__ = ["queue"]  # the fixture
 
@@ -152,16 +149,7 @@ def test_a_link_lost_while_idle_is_reopened_by_the_next_send(amqp_url: str, queu
 
 @pytest.fixture
 def tls_proxy(tmp_path: Path) -> Iterator[tuple[int, Path]]:
-    if shutil.which("openssl") is None:
-        pytest.skip("needs the openssl command")
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", "key.pem", "-out", "cert.pem", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        cwd=tmp_path, check=True, capture_output=True, timeout=30,
-    )  # fmt: skip
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    context = self_signed_context(tmp_path)
     proxy = TcpProxy(("127.0.0.1", 5672), tls=context)
     yield proxy.port, tmp_path / "cert.pem"
     proxy.close()

@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import ssl
 import subprocess
 import sys
 import threading
@@ -35,7 +34,7 @@ from mq_bridge.errors import ConfigError, EndpointUnavailableError, RequestTimeo
 from mq_bridge.runtime.factory import build_input, build_output, new_context
 from tests.helpers import free_port
 from tests.mq_bridge.helpers import open_input, open_output
-from tests.tcp_proxy import TcpProxy
+from tests.tcp_proxy import TcpProxy, self_signed_context
 
 pytestmark = pytest.mark.mongodb
 
@@ -400,16 +399,7 @@ def test_shared_endpoints_use_one_client_and_unshared_their_own(
 def test_tls_options_reach_pymongo(mongodb_url: str, collection: str, tmp_path: Path) -> None:
     """Through a local TLS proxy in front of the server: trusted with `ca_file`, refused
     without it (the system CAs do not know the proxy's certificate)."""
-    if shutil.which("openssl") is None:
-        pytest.skip("needs the openssl command")
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", "key.pem", "-out", "cert.pem", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        cwd=tmp_path, check=True, capture_output=True, timeout=30,
-    )  # fmt: skip
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    context = self_signed_context(tmp_path)
     host, port = mongodb_url.split("//")[1].strip("/").split(":")
     proxy = TcpProxy((host, int(port)), tls=context)
     url = f"mongodb://localhost:{proxy.port}/?serverSelectionTimeoutMS=2000"
