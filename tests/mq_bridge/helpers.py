@@ -1,4 +1,5 @@
-"""Small helpers for the bridge's tests: memory topics, and endpoints opened by hand."""
+"""Small helpers for the bridge's tests: memory topics, endpoints opened by hand, and a retry
+through a broker restart."""
 
 from __future__ import annotations
 
