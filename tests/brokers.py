@@ -43,11 +43,12 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+
+from tests.helpers import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVICES_SCRIPT = ROOT / "scripts" / "services.sh"
@@ -273,14 +274,6 @@ def parent_pid(pid: int) -> int:
         return 0
 
 
-def wait_until(done: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} (waited {timeout:.0f}s)")
-        time.sleep(0.05)
-
-
 # --- starting and restarting --------------------------------------------------------------
 
 
@@ -375,7 +368,8 @@ def stop_preinstalled(name: str) -> None:
     wait_until(
         lambda: not any(map(process_alive, pids)) and not listening_inodes(broker.port),
         broker.timeout,
-        f"{name} (pids {sorted(pids)}) did not exit after {broker.stop_signal.name}",
+        step=0.05,
+        failing=f"{name} (pids {sorted(pids)}) did not exit after {broker.stop_signal.name}",
     )
 
 
@@ -406,7 +400,8 @@ def restart_broker(name: str, down_seconds: float = 0.0) -> None:
         wait_until(
             lambda: not any(map(process_alive, before)) and not listening_inodes(broker.port),
             broker.timeout,
-            f"{name} did not go down: pids {sorted(before)} or a listener on port "
+            step=0.05,
+            failing=f"{name} did not go down: pids {sorted(before)} or a listener on port "
             f"{broker.port} remain after the stop",
         )
         time.sleep(down_seconds)
@@ -415,7 +410,8 @@ def restart_broker(name: str, down_seconds: float = 0.0) -> None:
     wait_until(
         lambda: is_reachable(broker.host, broker.port),
         broker.timeout,
-        f"{name} does not accept connections on {broker.host}:{broker.port}",
+        step=0.05,
+        failing=f"{name} does not accept connections on {broker.host}:{broker.port}",
     )
     check_restarted(name, before)
 

@@ -12,7 +12,8 @@ from mq_bridge import Publisher, Route
 from mq_bridge.console import ConsoleServer, ConsoleSettings
 from tests.console.browser import wait_for_url
 from tests.console.conftest import ORDERS_PER_PARTITION
-from tests.mq_bridge.helpers import unique, wait_until
+from tests.helpers import wait_until
+from tests.mq_bridge.helpers import unique
 from twainmq import Twain
 from twainmq.groups import GroupPaths, describe_group
 

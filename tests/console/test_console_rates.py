@@ -19,7 +19,8 @@ from mq_bridge import Message, Publisher, Route
 from mq_bridge.console import ConsoleServer, ConsoleSettings
 from mq_bridge.console.views import RateSampler
 from mq_bridge.observability.counters import route_counters
-from tests.mq_bridge.helpers import unique, wait_until
+from tests.helpers import wait_until
+from tests.mq_bridge.helpers import unique
 
 
 class Clock:

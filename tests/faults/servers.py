@@ -35,7 +35,6 @@ import glob
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -43,19 +42,12 @@ from typing import Any
 
 import pytest
 
-from tests.brokers import in_ci, is_reachable, restart_broker, state_dir, wait_until
+from tests.brokers import in_ci, is_reachable, restart_broker, state_dir
+from tests.helpers import free_port, wait_until
 
 HOST = "127.0.0.1"
 READY_TIMEOUT = 30.0
 STOP_TIMEOUT = 15.0
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 def require_program(path: str | None, what: str, how: str) -> str:
@@ -313,7 +305,12 @@ class SharedServer:
 
         start_broker(self.name)  # whatever happened, the shared server is left running
         broker = BROKERS[self.name]
-        wait_until(lambda: is_reachable(broker.host, broker.port), 60, f"{self.name} is down")
+        wait_until(
+            lambda: is_reachable(broker.host, broker.port),
+            60,
+            step=0.05,
+            failing=f"{self.name} is down",
+        )
 
     def tail(self, lines: int = 15) -> str:
         return f"(the shared {self.name} server)"

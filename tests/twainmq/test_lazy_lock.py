@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import wait_until
 from twainmq import Twain
 
 from .lock_watch import LockWatch
@@ -43,15 +44,6 @@ def lock_is_free(head: Path) -> bool:
     finally:
         os.close(fd)  # closing the only file of a flock releases it
     return True
-
-
-def wait_until(condition: object, seconds: float = 30) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return True
-        time.sleep(0.005)
-    return False
 
 
 def start_holder(tmq: Twain) -> subprocess.Popen:  # type: ignore[type-arg]

@@ -16,8 +16,8 @@ import threading
 import time
 from pathlib import Path
 
+from tests.helpers import free_port
 from tests.mq_bridge.cli.helpers import spawn
-from tests.mq_bridge.endpoints.test_http import free_port
 
 CONFIG = """\
 routes:

@@ -19,7 +19,6 @@ reason the case gives in `unsupported`, never silently; see the live cases at th
 
 from __future__ import annotations
 
-import socket
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import free_port
 from tests.mq_bridge.contract.broker_cases import broker_case
 
 
@@ -267,12 +267,6 @@ NOTHING_STORED = (
     "nothing is stored: what was sent while no input listened, or left unread when an "
     "input closed, is gone (a live endpoint, not a broker)"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def http_case(tmp_path: Path) -> ContractCase:

@@ -15,31 +15,19 @@ import pytest
 
 from mq_bridge import Message
 from mq_bridge.endpoints.base import Batch, InputEndpoint, OutputEndpoint
-from mq_bridge.runtime.factory import build_input, build_output, new_context
 from tests.mq_bridge.contract.cases import ContractCase
 from tests.mq_bridge.contract.sending import sending
+from tests.mq_bridge.helpers import open_input, open_output
 
 STATUS_KEYS = {"healthy", "target", "pending", "capacity", "error", "details"}
-
-
-def open_output(case: ContractCase) -> OutputEndpoint:
-    output = build_output(case.output_config, new_context("contract"))
-    output.connect()
-    return output
-
-
-def open_input(case: ContractCase) -> InputEndpoint:
-    source = build_input(case.input_config, new_context("contract"))
-    source.connect()
-    return source
 
 
 def open_pair(case: ContractCase) -> tuple[OutputEndpoint, InputEndpoint]:
     """(output, input); a live case's input first, so that something listens."""
     if case.live:
-        source = open_input(case)
-        return open_output(case), source
-    return open_output(case), open_input(case)
+        source = open_input(case.input_config, "contract")
+        return open_output(case.output_config, "contract"), source
+    return open_output(case.output_config, "contract"), open_input(case.input_config, "contract")
 
 
 def receive_n(
@@ -102,15 +90,15 @@ def test_metadata_arrives_as_sent(case):
 
 def test_acked_messages_are_not_delivered_again(case):
     case.require("resume")
-    output = open_output(case)
+    output = open_output(case.output_config, "contract")
     output.send(sample(4))
     output.flush()
-    source = open_input(case)
+    source = open_input(case.input_config, "contract")
     first = receive_n(source, 2)
     for batch in first:
         source.ack(batch)
     source.close()
-    again = open_input(case)
+    again = open_input(case.input_config, "contract")
     if case.resumes_after_acks:
         rest = messages_of(receive_n(again, 2))
         assert [m.payload for m in rest] == [b"m2", b"m3"]
@@ -154,7 +142,7 @@ def test_a_nack_fails_the_send_that_waits_for_it(case):
 
 
 def test_receive_returns_an_empty_batch_when_nothing_arrives(case):
-    source = open_input(case)
+    source = open_input(case.input_config, "contract")
     assert not source.receive(10, 0.05)
     source.close()
 
@@ -239,7 +227,7 @@ def start_receive(source: InputEndpoint, timeout: float) -> Callable[[], Batch]:
 def test_an_interrupt_before_receive_ends_that_receive_at_once(case):
     """An interrupt with no receive blocked is remembered: the next receive returns at once
     (InputEndpoint.interrupt). A counter compared at the start of receive loses it."""
-    source = open_input(case)
+    source = open_input(case.input_config, "contract")
     source.interrupt()
     assert not start_receive(source, LONG_TIMEOUT)()
     source.close()
@@ -263,7 +251,7 @@ def test_the_receive_after_an_interrupted_one_waits_normally(case):
 def test_interrupt_ends_a_blocked_receive(case):
     """An interrupt from another thread ends a receive that is waiting (or about to: one
     just before it counts as well, so no sleep is needed to be sure it started)."""
-    source = open_input(case)
+    source = open_input(case.input_config, "contract")
     received = start_receive(source, LONG_TIMEOUT)
     source.interrupt()
     assert not received()
@@ -274,15 +262,15 @@ def test_an_input_closed_then_connected_again_reads_on(case):
     """A route reconnects a failed input with close() then connect(): it must read on.
     (A live case sends after the reconnect: what it was sent before is gone by design.)"""
     if case.live:
-        source = open_input(case)
+        source = open_input(case.input_config, "contract")
         source.close()
         source.connect()
-        output = open_output(case)
+        output = open_output(case.output_config, "contract")
     else:
-        output = open_output(case)
+        output = open_output(case.output_config, "contract")
         output.send(sample(2))
         output.flush()
-        source = open_input(case)
+        source = open_input(case.input_config, "contract")
         source.close()
         source.connect()
     with sending(case, *([lambda: output.send(sample(2)), output.flush] if case.live else [])):
@@ -296,11 +284,11 @@ def test_an_output_closed_then_connected_again_sends_on(case):
     """A route reconnects an unreachable output with close() then connect() (the delivery
     rule, docs/delivery.md): it must send on. An output that refused to open again held its
     route forever after the first broker restart."""
-    source = open_input(case) if case.live else None
-    output = open_output(case)
+    source = open_input(case.input_config, "contract") if case.live else None
+    output = open_output(case.output_config, "contract")
     output.close()
     output.connect()
-    source = source or open_input(case)
+    source = source or open_input(case.input_config, "contract")
     with sending(case, lambda: output.send(sample(2)), output.flush):
         got = messages_of(receive_n(source, 2, ack=case.settles_sends))
     assert sorted(m.payload for m in got) == [b"m0", b"m1"]

@@ -6,7 +6,6 @@ Every queue and exchange is uniquely named and deleted afterwards (`delete_queue
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 import uuid
@@ -15,9 +14,11 @@ from collections.abc import Iterator
 import pytest
 
 from mq_bridge import Consumer, Message, Publisher, Route
-from mq_bridge.endpoints.base import Batch, InputEndpoint, OutputEndpoint
+from mq_bridge.endpoints.base import Batch, InputEndpoint
 from mq_bridge.errors import ConfigError, EndpointUnavailableError
-from mq_bridge.runtime.factory import build_input, build_output, new_context
+from mq_bridge.runtime.factory import build_input, new_context
+from tests.helpers import free_port
+from tests.mq_bridge.helpers import open_input, open_output
 
 pytestmark = pytest.mark.amqp
 
@@ -66,20 +67,6 @@ def config(url: str, queue: str, **options: object) -> dict[str, dict[str, objec
     return {"amqp": {"url": url, "queue": queue, **options}}
 
 
-def open_output(cfg: dict[str, dict[str, object]]) -> OutputEndpoint:
-    output = build_output(cfg, new_context("test"))
-    output.connect()
-    return output
-
-
-def open_input(cfg: dict[str, dict[str, object]], source_metadata: bool = False) -> InputEndpoint:
-    context = new_context("test")
-    context.source_metadata = source_metadata
-    source = build_input(cfg, context)
-    source.connect()
-    return source
-
-
 def receive_n(source: InputEndpoint, count: int, timeout: float = 10.0) -> list[Batch]:
     batches: list[Batch] = []
     deadline = time.monotonic() + timeout
@@ -88,12 +75,6 @@ def receive_n(source: InputEndpoint, count: int, timeout: float = 10.0) -> list[
         if batch:
             batches.append(batch)
     return batches
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 # --- config errors --------------------------------------------------------------------

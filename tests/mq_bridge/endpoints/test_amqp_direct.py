@@ -5,11 +5,7 @@ channel the broker closes, a connection lost while idle, TLS.
 
 from __future__ import annotations
 
-import shutil
 import socket
-import ssl
-import subprocess
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,15 +17,9 @@ from mq_bridge.endpoints.amqp.codec import encode_properties
 from mq_bridge.endpoints.amqp.direct import _Settling
 from mq_bridge.endpoints.amqp.frames import Publish
 from mq_bridge.errors import EndpointError, SendError, is_retriable
-from tests.mq_bridge.endpoints.test_amqp import (
-    _admin,
-    config,
-    delete_exchange,
-    open_input,
-    open_output,
-    queue,
-    receive_n,
-)
+from tests.mq_bridge.endpoints.test_amqp import _admin, config, delete_exchange, queue, receive_n
+from tests.mq_bridge.helpers import open_input, open_output
+from tests.tcp_proxy import TcpProxy, self_signed_context
 
 __all__ = ["queue"]  # the fixture
 
@@ -157,61 +147,10 @@ def test_a_link_lost_while_idle_is_reopened_by_the_next_send(amqp_url: str, queu
 # --- TLS: a local TLS proxy in front of RabbitMQ ------------------------------------------
 
 
-class _TlsProxy:
-    """Accepts TLS on a free port and forwards the plain bytes to 127.0.0.1:5672."""
-
-    def __init__(self, context: ssl.SSLContext, upstream: tuple[str, int]) -> None:
-        self._context, self._upstream = context, upstream
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
-        self._sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-                secure = self._context.wrap_socket(client, server_side=True)
-            except OSError:
-                return
-            upstream = socket.create_connection(self._upstream, 5)
-            upstream.settimeout(None)
-            self._sockets += [secure, upstream]
-            threading.Thread(target=self._pump, args=(secure, upstream), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, secure), daemon=True).start()
-
-    @staticmethod
-    def _pump(source: socket.socket, target: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                target.sendall(data)
-        except OSError:
-            pass
-        for each in (source, target):
-            try:
-                each.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        self._listener.close()
-        for each in self._sockets:
-            each.close()
-
-
 @pytest.fixture
 def tls_proxy(tmp_path: Path) -> Iterator[tuple[int, Path]]:
-    if shutil.which("openssl") is None:
-        pytest.skip("needs the openssl command")
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", "key.pem", "-out", "cert.pem", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        cwd=tmp_path, check=True, capture_output=True, timeout=30,
-    )  # fmt: skip
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
-    proxy = _TlsProxy(context, ("127.0.0.1", 5672))
+    context = self_signed_context(tmp_path)
+    proxy = TcpProxy(("127.0.0.1", 5672), tls=context)
     yield proxy.port, tmp_path / "cert.pem"
     proxy.close()
 

@@ -23,28 +23,6 @@ pytestmark = pytest.mark.amqp
 
 ROOT = Path(__file__).resolve().parents[3]
 
-PEER_SCRIPT = r"""
-import json, sys
-from mq_bridge import Consumer, Message, Publisher
-mode, config = sys.argv[1], json.loads(sys.argv[2])
-if mode == "publish":
-    publisher = Publisher.from_config(config)  # 1.2.0's is no context manager
-    for item in json.loads(sys.argv[3]):
-        message = Message(bytes.fromhex(item["payload"]), item["metadata"], id=item["id"])
-        publisher.send(message)
-else:
-    got = []
-    with Consumer.from_config(config) as consumer:
-        for _ in range(50):
-            batch = consumer.poll(max=10, timeout_ms=200)
-            got += [{"payload": m.payload.hex(), "id": str(m.id), "metadata": dict(m.metadata)}
-                    for m in batch]
-            consumer.commit()
-            if len(got) >= int(sys.argv[3]):
-                break
-    print(json.dumps(got))
-"""
-
 SENT = [
     Message(b'{"order": 1}', {"kind": "order.created", "tenant": "t1"}),
     Message(b"\xff\x00binary", {"kind": "blob", "correlation_id": "c-7"}),
@@ -69,26 +47,15 @@ def peer_url(url: str) -> str:
     return url.rstrip("/") + "/%2f"
 
 
-def run_peer(python: str, tmp_path: Path, *args: str) -> str:
-    return peers.run_peer(python, PEER_SCRIPT, *args)
-
-
-def as_json(messages: list[Message]) -> str:
-    return json.dumps(
-        [
-            {"payload": m.payload.hex(), "id": m.assigned_id(), "metadata": m.metadata}
-            for m in messages
-        ]
-    )
-
-
 def test_the_peer_reads_what_we_publish(
     peer_python: str, tmp_path: Path, amqp_url: str, queue: str
 ) -> None:
     with Publisher.from_config({"amqp": {"url": amqp_url, "queue": queue}}) as publisher:
         publisher.send_batch(SENT)
     config = json.dumps({"amqp": {"url": peer_url(amqp_url), "queue": queue}})
-    got: list[dict[str, Any]] = json.loads(run_peer(peer_python, tmp_path, "consume", config, "3"))
+    got: list[dict[str, Any]] = json.loads(
+        peers.run_peer(peer_python, peers.CLIENT_SCRIPT, "consume", config, "3")
+    )
     assert [bytes.fromhex(m["payload"]) for m in got] == [m.payload for m in SENT]
     assert [m["id"] for m in got] == [m.id for m in SENT]
     # the peer adds its own `amqp_message_id`; everything we sent is there
@@ -101,7 +68,9 @@ def test_we_read_what_the_peer_publishes(
 ) -> None:
     sent = [Message(m.payload, m.metadata, id=str(uuid.uuid4())) for m in SENT]
     config = json.dumps({"amqp": {"url": peer_url(amqp_url), "queue": queue}})
-    run_peer(peer_python, tmp_path, "publish", config, as_json(sent))
+    peers.run_peer(
+        peer_python, peers.CLIENT_SCRIPT, "publish", config, json.dumps(peers.as_wire(sent))
+    )
     with Consumer.from_config({"amqp": {"url": amqp_url, "queue": queue}}) as consumer:
         got: list[Message] = []
         for _ in range(50):
@@ -182,7 +151,9 @@ def test_our_subscribers_get_what_the_peer_s_subscribe_mode_publisher_sends(
             subscriber.poll(max=1, timeout_ms=300)
         sent = [Message(f"m{n}".encode(), {"n": str(n)}, id=str(uuid.uuid4())) for n in range(3)]
         config = json.dumps(broadcast_config(peer_url(amqp_url), queue))
-        run_peer(peer_python, tmp_path, "publish", config, as_json(sent))
+        peers.run_peer(
+            peer_python, peers.CLIENT_SCRIPT, "publish", config, json.dumps(peers.as_wire(sent))
+        )
         for subscriber in subscribers:
             got: list[Message] = []
             for _ in range(50):

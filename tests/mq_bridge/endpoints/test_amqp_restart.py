@@ -15,25 +15,14 @@ import uuid
 import pytest
 
 from mq_bridge import Consumer, Message, Publisher, Route
-from mq_bridge.errors import is_retriable
 from tests.brokers import restart_broker
 from tests.mq_bridge.endpoints.test_amqp import delete_queue
+from tests.mq_bridge.helpers import retrying
 
 pytestmark = [pytest.mark.amqp, pytest.mark.slow]
 
 COUNT = 400
 DEADLINE = 90.0
-
-
-def retrying(call, deadline: float):  # type: ignore[no-untyped-def]
-    """`call()` until it returns, retrying retriable errors (bounded by `deadline`)."""
-    while True:
-        try:
-            return call()
-        except Exception as error:
-            if not is_retriable(error) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 def test_nothing_confirmed_is_lost_across_a_broker_restart(amqp_url: str) -> None:

@@ -26,7 +26,8 @@ from mq_bridge.errors import (
     is_retriable,
 )
 from mq_bridge.runtime.factory import build_input, build_output, new_context
-from tests.mq_bridge.helpers import read, unique, wait_until
+from tests.helpers import wait_until
+from tests.mq_bridge.helpers import read, unique
 
 pytestmark = pytest.mark.sqs
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 
@@ -21,7 +22,7 @@ from mq_bridge import Message, Publisher, Route
 from mq_bridge.errors import EndpointUnavailableError, is_retriable
 from tests.brokers import require_broker, require_restartable, restart_broker, start_broker
 from tests.mq_bridge.endpoints.test_aws import config, delete_queue, sqs_client
-from tests.mq_bridge.helpers import read, unique
+from tests.mq_bridge.helpers import read, retrying, unique
 
 pytestmark = [pytest.mark.sqs, pytest.mark.slow]
 
@@ -41,18 +42,6 @@ def queue_name(sqs_endpoint: str) -> Iterator[str]:
 
 def create_queue(endpoint: str, name: str) -> str:
     return str(sqs_client(endpoint).create_queue(QueueName=name)["QueueUrl"])
-
-
-def send_until_acknowledged(publisher: Publisher, message: Message, deadline: float) -> None:
-    """`send` returns only once SQS has the message; while it cannot, try again."""
-    while True:
-        try:
-            publisher.send(message)
-            return
-        except EndpointUnavailableError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
 
 
 def test_a_route_survives_a_restart_and_delivers_everything_sent_after_it(
@@ -80,7 +69,7 @@ def test_a_route_survives_a_restart_and_delivers_everything_sent_after_it(
         deadline = time.monotonic() + 60
         after = [Message.from_json({"phase": "after", "n": n}) for n in range(50)]
         for message in after[:25]:
-            send_until_acknowledged(publisher, message, deadline)
+            retrying(partial(publisher.send, message), deadline, 0.1, EndpointUnavailableError)
         publisher.send_batch(after[25:])
         got = read(sink, 50, 60.0)
         assert {m.id for m in after} <= {m.id for m in got}

@@ -29,6 +29,7 @@ from mq_bridge.errors import (
     is_retriable,
 )
 from mq_bridge.runtime.factory import build_input, build_output, new_context
+from tests.helpers import free_port
 from tests.mq_bridge.endpoints.test_network_memory import (
     CONNECTIONS,
     GROWTH_LIMIT,
@@ -36,7 +37,7 @@ from tests.mq_bridge.endpoints.test_network_memory import (
     growth_after_churn,
     linux_only,
 )
-from tests.mq_bridge.endpoints.test_zeromq import free_port, threaded_churn
+from tests.mq_bridge.endpoints.test_zeromq import threaded_churn
 from tests.mq_bridge.kit.test_tls import Pki, pki  # noqa: F401 - the fixture
 
 Config = dict[str, Any]

@@ -15,8 +15,8 @@ from mq_bridge.endpoints.base import Batch
 from mq_bridge.endpoints.grpc import batch_call
 from mq_bridge.endpoints.grpc.proto import ACK, messages, method_path
 from mq_bridge.errors import EndpointError, SendError
+from tests.helpers import free_port
 from tests.mq_bridge.endpoints.test_grpc import Acker, client, opened, server  # noqa: F401
-from tests.mq_bridge.endpoints.test_zeromq import free_port
 
 
 def in_background(send: Callable[[], None]) -> Callable[[], BaseException | None]:

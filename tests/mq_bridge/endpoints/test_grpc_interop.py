@@ -17,8 +17,8 @@ import pytest
 
 from mq_bridge import Message, Route
 from mq_bridge.runtime.factory import build_input, build_output, new_context
+from tests.helpers import free_port
 from tests.mq_bridge.endpoints.test_grpc import Acker, client, server
-from tests.mq_bridge.endpoints.test_zeromq import free_port
 from tests.mq_bridge.endpoints.test_zeromq_interop import finish, go, peer  # noqa: F401
 
 PEER_SCRIPT = r"""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import gzip
 import http.client
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,14 +20,9 @@ import pytest
 
 from mq_bridge import Consumer, Message, Publisher, Route
 from mq_bridge.errors import ConfigError, EndpointUnavailableError, RequestTimeoutError, SendError
+from tests.helpers import free_port
 
 BODY = b'{"order": 42}'
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def http_config(port: int, **options: Any) -> dict[str, Any]:

@@ -22,7 +22,8 @@ import pytest
 from mq_bridge import Message, Publisher
 from mq_bridge.endpoints.base import Batch
 from mq_bridge.runtime.factory import build_input, build_output, new_context
-from tests.mq_bridge.endpoints.test_http import call, free_port, http_config, serving
+from tests.helpers import free_port
+from tests.mq_bridge.endpoints.test_http import call, http_config, serving
 from tests.mq_bridge.endpoints.test_network_memory import churn
 
 REQUEST = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"

@@ -20,7 +20,8 @@ import pytest
 
 from mq_bridge import Consumer, Message, Publisher, Route
 from tests import peers
-from tests.mq_bridge.endpoints.test_http import free_port, http_config, serving
+from tests.helpers import free_port
+from tests.mq_bridge.endpoints.test_http import http_config, serving
 
 PEER_SCRIPT = r"""
 import json, sys

@@ -10,7 +10,8 @@ from typing import Any
 
 from mq_bridge import Consumer, Message, Publisher, Route
 from mq_bridge.endpoints.http.streaming import ItemSplitter, stream_format
-from tests.mq_bridge.endpoints.test_http import call, free_port, http_config
+from tests.helpers import free_port
+from tests.mq_bridge.endpoints.test_http import call, http_config
 
 
 def split(fmt: Any, chunks: list[bytes]) -> list[tuple[bytes, dict[str, str]]]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 
@@ -26,7 +27,7 @@ from mq_bridge import Message, Publisher, Route
 from mq_bridge.errors import MQBridgeError
 from tests.brokers import require_broker, require_restartable, restart_broker, start_broker
 from tests.mq_bridge.endpoints.test_kafka import delete_topic, kafka_config
-from tests.mq_bridge.helpers import read, unique
+from tests.mq_bridge.helpers import read, retrying, unique
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -41,19 +42,6 @@ def topic(kafka_bootstrap: str) -> Iterator[str]:
         start_broker("kafka")  # the server is left running, even after a failure
         require_broker("kafka")
         delete_topic(kafka_bootstrap, name)
-
-
-def send_until_acknowledged(publisher: Publisher, message: Message, deadline: float) -> None:
-    """`send` returns only once the broker acknowledged the record; while it is away (or
-    the endpoint is reconnecting), try again."""
-    while True:
-        try:
-            publisher.send(message)
-            return
-        except MQBridgeError as error:
-            if not error.retriable or time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
 
 
 def test_a_route_survives_a_restart_and_delivers_everything_acknowledged_after_it(
@@ -75,7 +63,7 @@ def test_a_route_survives_a_restart_and_delivers_everything_acknowledged_after_i
         deadline = time.monotonic() + 60
         after = [Message.from_json({"phase": "after", "n": n}) for n in range(50)]
         for message in after:
-            send_until_acknowledged(publisher, message, deadline)
+            retrying(partial(publisher.send, message), deadline, 0.1, MQBridgeError)
         got = read(sink, 50, 60.0)
         missing = {m.id for m in after} - {m.id for m in got}
         assert not missing, f"{len(missing)} acknowledged record(s) never arrived"

@@ -11,8 +11,6 @@ import json
 import os
 import shutil
 import signal
-import socket
-import ssl
 import subprocess
 import sys
 import threading
@@ -27,13 +25,16 @@ import pytest
 
 from mq_bridge import Message, Publisher, Route
 from mq_bridge.config.declarations import parse_options
-from mq_bridge.endpoints.base import InputEndpoint, OutputEndpoint
+from mq_bridge.endpoints.base import InputEndpoint
 from mq_bridge.endpoints.mongodb.claims import Claims
 from mq_bridge.endpoints.mongodb.client import client_arguments
 from mq_bridge.endpoints.mongodb.direct import DirectInserter, direct_eligible
 from mq_bridge.endpoints.mongodb.options import MongoDbOptions
 from mq_bridge.errors import ConfigError, EndpointUnavailableError, RequestTimeoutError
 from mq_bridge.runtime.factory import build_input, build_output, new_context
+from tests.helpers import free_port
+from tests.mq_bridge.helpers import open_input, open_output
+from tests.tcp_proxy import TcpProxy, self_signed_context
 
 pytestmark = pytest.mark.mongodb
 
@@ -66,18 +67,6 @@ def config(url: str, collection: str, **options: Any) -> dict[str, Any]:
             **options,
         }
     }
-
-
-def open_output(cfg: dict[str, Any]) -> OutputEndpoint:
-    output = build_output(cfg, new_context("test"))
-    output.connect()
-    return output
-
-
-def open_input(cfg: dict[str, Any]) -> InputEndpoint:
-    source = build_input(cfg, new_context("test"))
-    source.connect()
-    return source
 
 
 def drain(source: InputEndpoint, count: int, timeout: float = 15.0) -> list[Message]:
@@ -365,7 +354,7 @@ def test_a_request_nobody_answers_times_out(mongodb_url: str, collection: str) -
 
 
 def test_connect_fails_within_the_server_selection_timeout() -> None:
-    url = f"mongodb://127.0.0.1:{_free_port()}/?serverSelectionTimeoutMS=300"
+    url = f"mongodb://127.0.0.1:{free_port()}/?serverSelectionTimeoutMS=300"
     for build in (build_output, build_input):
         endpoint = build(config(url, "nothing"), new_context("test"))
         with pytest.raises(EndpointUnavailableError, match="cannot connect"):
@@ -410,18 +399,9 @@ def test_shared_endpoints_use_one_client_and_unshared_their_own(
 def test_tls_options_reach_pymongo(mongodb_url: str, collection: str, tmp_path: Path) -> None:
     """Through a local TLS proxy in front of the server: trusted with `ca_file`, refused
     without it (the system CAs do not know the proxy's certificate)."""
-    if shutil.which("openssl") is None:
-        pytest.skip("needs the openssl command")
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", "key.pem", "-out", "cert.pem", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        cwd=tmp_path, check=True, capture_output=True, timeout=30,
-    )  # fmt: skip
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+    context = self_signed_context(tmp_path)
     host, port = mongodb_url.split("//")[1].strip("/").split(":")
-    proxy = TlsProxy(context, (host, int(port)))
+    proxy = TcpProxy((host, int(port)), tls=context)
     url = f"mongodb://localhost:{proxy.port}/?serverSelectionTimeoutMS=2000"
     try:
         trusted = config(url, collection, shared=False, tls={"required": True})
@@ -479,58 +459,6 @@ def test_tls_arguments_for_pymongo(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="ca_file"):
         client_arguments(options)
-
-
-class TlsProxy:
-    """Accepts TLS on a free port and forwards the plain bytes to `upstream`."""
-
-    def __init__(self, context: ssl.SSLContext, upstream: tuple[str, int]) -> None:
-        self._context, self._upstream = context, upstream
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
-        self._sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            try:
-                secure = self._context.wrap_socket(client, server_side=True)
-            except OSError:
-                client.close()  # a client that does not trust us: refused handshake
-                continue
-            upstream = socket.create_connection(self._upstream, 5)
-            upstream.settimeout(None)
-            self._sockets += [secure, upstream]
-            for pair in ((secure, upstream), (upstream, secure)):
-                threading.Thread(target=self._pump, args=pair, daemon=True).start()
-
-    @staticmethod
-    def _pump(source: socket.socket, target: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                target.sendall(data)
-        except OSError:
-            pass
-        for each in (source, target):
-            try:
-                each.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        self._listener.close()
-        for each in self._sockets:
-            each.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_source_metadata_names_database_collection_and_document(

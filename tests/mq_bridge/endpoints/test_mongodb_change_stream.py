@@ -14,15 +14,8 @@ import pymongo
 import pytest
 
 from mq_bridge import Message
-from tests.mq_bridge.endpoints.test_mongodb import (
-    DATABASE,
-    collection,
-    config,
-    documents,
-    drain,
-    open_input,
-    open_output,
-)
+from tests.mq_bridge.endpoints.test_mongodb import DATABASE, collection, config, documents, drain
+from tests.mq_bridge.helpers import open_input, open_output
 
 pytestmark = pytest.mark.mongodb
 __all__ = ["collection"]  # the fixture, used by name

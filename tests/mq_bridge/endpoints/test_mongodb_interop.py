@@ -14,13 +14,8 @@ import json
 import pytest
 
 from tests import peers
-from tests.mq_bridge.endpoints.test_mongodb import (
-    DATABASE,
-    collection,
-    config,
-    drain,
-    open_input,
-)
+from tests.mq_bridge.endpoints.test_mongodb import DATABASE, collection, config, drain
+from tests.mq_bridge.helpers import open_input
 
 pytestmark = pytest.mark.mongodb
 __all__ = ["collection"]  # the fixture, used by name

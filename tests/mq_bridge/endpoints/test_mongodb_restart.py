@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 
@@ -22,7 +23,7 @@ from mq_bridge import Message, Publisher, Route
 from mq_bridge.errors import EndpointUnavailableError
 from tests.brokers import require_broker, require_restartable, restart_broker, start_broker
 from tests.mq_bridge.endpoints.test_mongodb import config, drop_collection
-from tests.mq_bridge.helpers import read, unique
+from tests.mq_bridge.helpers import read, retrying, unique
 
 pytestmark = [pytest.mark.mongodb, pytest.mark.slow]
 
@@ -37,18 +38,6 @@ def collection(mongodb_url: str) -> Iterator[str]:
         start_broker("mongodb")  # the server is left running, even after a failure
         require_broker("mongodb")
         drop_collection(mongodb_url, name)
-
-
-def send_until_acknowledged(publisher: Publisher, message: Message, deadline: float) -> None:
-    """`send` returns only once the server has the document; while it is away, try again."""
-    while True:
-        try:
-            publisher.send(message)
-            return
-        except EndpointUnavailableError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
 
 
 def test_a_route_survives_a_restart_and_delivers_everything_sent_after_it(
@@ -71,7 +60,7 @@ def test_a_route_survives_a_restart_and_delivers_everything_sent_after_it(
         deadline = time.monotonic() + 30
         after = [Message.from_json({"phase": "after", "n": n}) for n in range(50)]
         for message in after[:25]:
-            send_until_acknowledged(publisher, message, deadline)
+            retrying(partial(publisher.send, message), deadline, 0.05, EndpointUnavailableError)
         publisher.send_batch(after[25:])
         got = read(sink, 50, 30.0)
         assert {m.id for m in after} <= {m.id for m in got}

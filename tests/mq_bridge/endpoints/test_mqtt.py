@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 import uuid
@@ -17,6 +16,7 @@ from mq_bridge.endpoints.kit.connections import ConnectionRegistry
 from mq_bridge.endpoints.kit.replies import process_replies
 from mq_bridge.errors import ConfigError, EndpointUnavailableError, RequestTimeoutError
 from mq_bridge.runtime.factory import build_input, build_output, new_context
+from tests.helpers import free_port
 
 pytestmark = pytest.mark.mqtt
 
@@ -78,12 +78,6 @@ def receive_n(source: Any, count: int) -> list[Any]:
     return batches
 
 
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 # -- configuration and connection ------------------------------------------------------------
 
 
@@ -111,7 +105,7 @@ def test_the_peer_spellings_of_the_protocol_are_accepted(session: Any) -> None:
 
 
 def test_a_refused_connection_fails_start_and_publisher() -> None:
-    config = {"mqtt": {"url": f"tcp://127.0.0.1:{closed_port()}", "topic": "t"}}
+    config = {"mqtt": {"url": f"tcp://127.0.0.1:{free_port()}", "topic": "t"}}
     with pytest.raises(EndpointUnavailableError):
         Publisher.from_config(config)
     route = Route.from_config({"input": config, "output": {"null": {}}})

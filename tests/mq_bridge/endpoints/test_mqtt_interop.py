@@ -22,28 +22,6 @@ pytestmark = pytest.mark.mqtt
 
 ROOT = Path(__file__).resolve().parents[3]
 
-PEER_SCRIPT = r"""
-import json, sys
-from mq_bridge import Consumer, Message, Publisher
-mode, config = sys.argv[1], json.loads(sys.argv[2])
-if mode == "publish":
-    publisher = Publisher.from_config(config)  # 1.2.0's is no context manager
-    for item in json.loads(sys.argv[3]):
-        message = Message(bytes.fromhex(item["payload"]), item["metadata"], id=item["id"])
-        publisher.send(message)
-else:
-    got = []
-    with Consumer.from_config(config) as consumer:
-        for _ in range(50):
-            batch = consumer.poll(max=10, timeout_ms=200)
-            got += [{"payload": m.payload.hex(), "id": str(m.id), "metadata": dict(m.metadata)}
-                    for m in batch]
-            consumer.commit()
-            if len(got) >= int(sys.argv[3]):
-                break
-    print(json.dumps(got))
-"""
-
 SENT = [
     Message(b'{"order": 1}', {"kind": "order.created", "tenant": "t1"}),
     Message(b"\xff\x00binary", {"kind": "blob"}),
@@ -54,17 +32,6 @@ SENT = [
 @pytest.fixture(scope="module")
 def peer_python() -> str:
     return peers.peer_python("mq-bridge")
-
-
-def run_peer(python: str, tmp_path: Path, *args: str) -> str:
-    return peers.run_peer(python, PEER_SCRIPT, *args)
-
-
-def as_wire(messages: list[Message]) -> list[dict[str, Any]]:
-    return [
-        {"payload": m.payload.hex(), "id": m.assigned_id(), "metadata": m.metadata}
-        for m in messages
-    ]
 
 
 @pytest.fixture
@@ -91,7 +58,13 @@ def test_the_peer_publishes_and_we_consume(
     config["mqtt"]["protocol"] = protocol
     open_session(config)
     peer_config = {"mqtt": {k: v for k, v in config["mqtt"].items() if k != "client_id"}}
-    run_peer(peer_python, tmp_path, "publish", json.dumps(peer_config), json.dumps(as_wire(SENT)))
+    peers.run_peer(
+        peer_python,
+        peers.CLIENT_SCRIPT,
+        "publish",
+        json.dumps(peer_config),
+        json.dumps(peers.as_wire(SENT)),
+    )
     with Consumer.from_config(config) as consumer:
         got: list[Message] = []
         for _ in range(50):
@@ -99,7 +72,7 @@ def test_the_peer_publishes_and_we_consume(
             consumer.commit()
             if len(got) >= len(SENT):
                 break
-    assert as_wire(got) == as_wire(SENT)
+    assert peers.as_wire(got) == peers.as_wire(SENT)
 
 
 @pytest.mark.parametrize("protocol", ["v5", "v3"])
@@ -110,13 +83,15 @@ def test_we_publish_and_the_peer_consumes(
     open_session(config)  # the peer resumes this session (same client_id, not clean)
     with Publisher.from_config(config) as publisher:
         publisher.send_batch(SENT)
-    output = run_peer(peer_python, tmp_path, "consume", json.dumps(config), str(len(SENT)))
+    output = peers.run_peer(
+        peer_python, peers.CLIENT_SCRIPT, "consume", json.dumps(config), str(len(SENT))
+    )
     got = json.loads(output)
     for item in got:
         # mq-bridge 1.2.0 takes the id from the v5 property and *also* leaves the property
         # in the metadata (its own messages come back the same way): the peer's quirk.
         item["metadata"].pop("mq_bridge.message_id", None)
-    assert got == as_wire(SENT)
+    assert got == peers.as_wire(SENT)
 
 
 if __name__ == "__main__":  # pragma: no cover - the script is run by the peer's python

@@ -33,7 +33,9 @@ from mq_bridge.errors import (
     is_retriable,
 )
 from mq_bridge.runtime.factory import build_output, new_context
-from tests.mq_bridge.endpoints.test_mqtt import closed_port, poll_all, session  # noqa: F401
+from tests.helpers import free_port
+from tests.mq_bridge.endpoints.test_mqtt import poll_all, session  # noqa: F401
+from tests.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.mqtt
 
@@ -128,7 +130,7 @@ def private_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
     passwords = cwd / "passwords"
     passwords.write_text("")
     subprocess.run(["mosquitto_passwd", "-b", str(passwords), USER, PASSWORD], check=True)
-    plain, tls = closed_port(), closed_port()
+    plain, tls = free_port(), free_port()
     (cwd / "mosquitto.conf").write_text(
         ("user root\n" if os.geteuid() == 0 else "")  # its files are in our temporary directory
         + "per_listener_settings false\nallow_anonymous false\npersistence false\n"
@@ -230,71 +232,33 @@ def test_tls_publishes_and_checks_the_certificate(private_broker: dict[str, Any]
 # -- a proxy in front of the shared broker: loss, silence, keep-alive -------------------------
 
 
-class Proxy:
-    """Forwards one client at a time to Mosquitto; `on_ack(count)` is asked before the
-    broker's count-th PUBACK/PUBCOMP is forwarded: "forward", "drop" or "cut" (close both
-    sides). Counts the client's PINGREQs."""
+class Proxy(TcpProxy):
+    """Forwards each client to Mosquitto; `on_ack(count)` is asked before the broker's
+    count-th PUBACK/PUBCOMP on a connection is forwarded: "forward", "drop" or "cut" (close
+    both sides). Counts the client's PINGREQs."""
 
     def __init__(self, target: tuple[str, int], on_ack: Callable[[int], str]) -> None:
-        self._target, self._on_ack = target, on_ack
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
+        self._on_ack = on_ack
         self.pings = 0
-        self.connections = 0
-        self._sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(target)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            self.connections += 1
-            broker = socket.create_connection(self._target)
-            self._sockets += [client, broker]
-            threading.Thread(target=self._pump, args=(client, broker, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(broker, client, True), daemon=True).start()
-
-    def _pump(self, source: socket.socket, sink: socket.socket, from_broker: bool) -> None:
+    def relay(self, source: socket.socket, sink: socket.socket, from_upstream: bool) -> None:
         buffer, acks = b"", 0
-        try:
-            while chunk := source.recv(65536):
-                buffer += chunk
-                while (size := _packet_size(buffer)) and len(buffer) >= size:
-                    packet, buffer = buffer[:size], buffer[size:]
-                    kind = packet[0] & 0xF0
-                    if not from_broker and kind == 0xC0:
-                        self.pings += 1
-                    if from_broker and kind in (0x40, 0x70):
-                        acks += 1
-                        action = self._on_ack(acks)
-                        if action == "cut":
-                            _cut(source, sink)
-                            return
-                        if action == "drop":
-                            continue
-                    sink.sendall(packet)
-        except OSError:
-            pass
-        _cut(source, sink)
-
-    def drop_connections(self) -> None:
-        _cut(*self._sockets)
-
-    def close(self) -> None:
-        self._listener.close()
-        self.drop_connections()
-
-
-def _cut(*ends: socket.socket) -> None:
-    """Close at once: a shutdown wakes the other pump's recv, a close alone would not."""
-    for end in ends:
-        try:
-            end.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        end.close()
+        while chunk := source.recv(65536):
+            buffer += chunk
+            while (size := _packet_size(buffer)) and len(buffer) >= size:
+                packet, buffer = buffer[:size], buffer[size:]
+                kind = packet[0] & 0xF0
+                if not from_upstream and kind == 0xC0:
+                    self.pings += 1
+                if from_upstream and kind in (0x40, 0x70):
+                    acks += 1
+                    action = self._on_ack(acks)
+                    if action == "cut":
+                        return
+                    if action == "drop":
+                        continue
+                sink.sendall(packet)
 
 
 def _packet_size(buffer: bytes) -> int:

@@ -22,6 +22,7 @@ import pytest
 from mq_bridge import Consumer, Message, Publisher, Route
 from mq_bridge.errors import ConfigError, EndpointUnavailableError
 from mq_bridge.runtime.factory import build_input, new_context
+from tests.helpers import free_port
 
 SMALL = {"stream_max_bytes": 1 << 20, "stream_max_messages": 10_000}
 
@@ -62,13 +63,6 @@ def stream_names(url: str) -> list[str]:
 
     result: list[str] = run_nats(url, names)
     return result
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 @pytest.fixture
@@ -129,7 +123,7 @@ def test_null_options_mean_the_peer_defaults() -> None:
 
 
 def test_a_refused_connection_fails_start_quickly() -> None:
-    url = f"nats://127.0.0.1:{closed_port()}"
+    url = f"nats://127.0.0.1:{free_port()}"
     config = {"nats": {"url": url, "subject": "s", "stream": "s"}}
     started = time.monotonic()
     for make in (Publisher.from_config, Consumer.from_config):
@@ -384,7 +378,7 @@ def private_nats(tmp_path: Any) -> Iterator[Any]:
     started: list[subprocess.Popen[bytes]] = []
 
     def start(*args: str) -> int:
-        port = closed_port()
+        port = free_port()
         store = tmp_path / f"js{port}"
         command = [binary, "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store), *args]
         started.append(subprocess.Popen(command, stderr=subprocess.DEVNULL))

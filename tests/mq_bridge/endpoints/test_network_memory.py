@@ -28,7 +28,8 @@ import pytest
 
 from mq_bridge.endpoints.base import InputEndpoint
 from mq_bridge.runtime.factory import build_input, new_context
-from tests.mq_bridge.endpoints.test_http import call, free_port, http_config
+from tests.helpers import free_port
+from tests.mq_bridge.endpoints.test_http import call, http_config
 from tests.mq_bridge.endpoints.test_websocket import client_exchange, ws_config
 
 linux_only = pytest.mark.skipif(

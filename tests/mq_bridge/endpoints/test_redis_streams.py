@@ -10,10 +10,9 @@ import pytest
 import redis
 
 from mq_bridge import Consumer, Message, Publisher, Route
-from mq_bridge.endpoints.base import InputEndpoint
 from mq_bridge.errors import ConfigError, EndpointUnavailableError
-from mq_bridge.runtime.factory import build_input, new_context
-from tests.mq_bridge.helpers import read, unique
+from tests.helpers import free_port
+from tests.mq_bridge.helpers import open_input, read, unique
 
 pytestmark = pytest.mark.redis
 
@@ -76,7 +75,8 @@ def test_null_options_mean_the_peers_defaults() -> None:
     assert options.redelivery_timeout == 60_000
 
 
-def test_a_refused_connection_fails_start_promptly(unused_port: int) -> None:
+def test_a_refused_connection_fails_start_promptly() -> None:
+    unused_port = free_port()
     url = f"redis://127.0.0.1:{unused_port}"
     route = Route.from_config({"input": cfg(url, "s"), "output": {"null": None}})
     started = time.monotonic()
@@ -87,15 +87,6 @@ def test_a_refused_connection_fails_start_promptly(unused_port: int) -> None:
         Publisher.from_config(cfg(url, "s"))
     with pytest.raises(EndpointUnavailableError):
         Consumer.from_config(cfg(url, "s"))
-
-
-@pytest.fixture
-def unused_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 # --- wire format, ids, metadata -----------------------------------------------------------
@@ -163,17 +154,11 @@ def test_source_metadata_only_when_enabled(
 # --- acks, nacks, redelivery --------------------------------------------------------------
 
 
-def open_input(url: str, stream: str, **options: object) -> InputEndpoint:
-    source = build_input(cfg(url, stream, **options), new_context("test"))
-    source.connect()
-    return source
-
-
 def test_group_starts_at_the_end_unless_read_from_start(redis_url: str, stream: str) -> None:
     with Publisher.from_config(cfg(redis_url, stream)) as publisher:
         publisher.send(b"old")
-        late = open_input(redis_url, stream, group="late")
-        early = open_input(redis_url, stream, group="early", read_from_start=True)
+        late = open_input(cfg(redis_url, stream, group="late"))
+        early = open_input(cfg(redis_url, stream, group="early", read_from_start=True))
         publisher.send(b"new")
     assert [m.payload for m in late.receive(10, 2.0).messages] == [b"new"]
     assert [m.payload for m in early.receive(10, 2.0).messages] == [b"old", b"new"]
@@ -185,7 +170,7 @@ def test_nack_redelivers_at_once_and_acked_entries_leave_the_pending_list(
     redis_url: str, stream: str, client: redis.Redis
 ) -> None:
     with Publisher.from_config(cfg(redis_url, stream)) as publisher:
-        source = open_input(redis_url, stream)
+        source = open_input(cfg(redis_url, stream))
         publisher.send_batch([b"a", b"b", b"c"])
     first = source.receive(2, 2.0)
     second = source.receive(2, 2.0)
@@ -205,7 +190,7 @@ def test_a_closed_unacked_readers_entries_go_to_the_other_reader_at_once(
     redis_url: str, stream: str
 ) -> None:
     with Publisher.from_config(cfg(redis_url, stream)) as publisher:
-        one, two = open_input(redis_url, stream), open_input(redis_url, stream)
+        one, two = open_input(cfg(redis_url, stream)), open_input(cfg(redis_url, stream))
         publisher.send_batch([b"1", b"2", b"3"])
     taken = one.receive(10, 2.0)
     assert len(taken) == 3
@@ -220,7 +205,7 @@ def test_a_dead_consumers_entries_are_taken_over_after_the_redelivery_timeout(
     redis_url: str, stream: str, client: redis.Redis
 ) -> None:
     group = f"mq-bridge-{stream}"
-    survivor = open_input(redis_url, stream, redelivery_timeout_ms=300)
+    survivor = open_input(cfg(redis_url, stream, redelivery_timeout_ms=300))
     client.xadd(stream, {"payload": "orphan"})
     # A consumer that reads and dies: the entry stays pending at it, never acked.
     client.xreadgroup(group, "dead-consumer", {stream: ">"}, count=10)
@@ -238,7 +223,7 @@ def test_a_dead_consumers_entries_are_taken_over_after_the_redelivery_timeout(
 def test_closing_a_reader_with_nothing_pending_leaves_the_group(
     redis_url: str, stream: str, client: redis.Redis
 ) -> None:
-    source = open_input(redis_url, stream)
+    source = open_input(cfg(redis_url, stream))
     source.receive(1, 0.01)
     source.close()
     source.close()
@@ -250,7 +235,7 @@ def test_subscriber_mode_reads_new_entries_without_a_group(
 ) -> None:
     with Publisher.from_config(cfg(redis_url, stream)) as publisher:
         publisher.send(b"before")
-        source = open_input(redis_url, stream, subscriber_mode=True)
+        source = open_input(cfg(redis_url, stream, subscriber_mode=True))
         publisher.send_batch([b"x", b"y"])
     batch = source.receive(10, 2.0)
     assert [m.payload for m in batch.messages] == [b"x", b"y"]
@@ -275,7 +260,7 @@ def test_maxlen_trims_the_stream(
 def test_receive_honours_timeout_and_interrupt(redis_url: str, stream: str) -> None:
     import threading
 
-    source = open_input(redis_url, stream)
+    source = open_input(cfg(redis_url, stream))
     started = time.monotonic()
     assert not source.receive(10, 0.3)
     assert time.monotonic() - started >= 0.25

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 import redis
@@ -18,7 +19,7 @@ import redis
 from mq_bridge import Message, Publisher, Route
 from mq_bridge.errors import EndpointUnavailableError
 from tests.brokers import require_broker, restart_broker, start_broker
-from tests.mq_bridge.helpers import read, unique
+from tests.mq_bridge.helpers import read, retrying, unique
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -33,18 +34,6 @@ def stream(redis_url: str) -> Iterator[str]:
         require_broker("redis")
         with redis.Redis.from_url(redis_url, socket_timeout=5) as client:
             client.delete(name)
-
-
-def send_until_acknowledged(publisher: Publisher, message: Message, deadline: float) -> None:
-    """`send` returns only once Redis has the entry; while it is away, try again."""
-    while True:
-        try:
-            publisher.send(message)
-            return
-        except EndpointUnavailableError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
 
 
 def test_a_route_survives_a_restart_and_delivers_everything_sent_after_it(
@@ -64,7 +53,7 @@ def test_a_route_survives_a_restart_and_delivers_everything_sent_after_it(
         deadline = time.monotonic() + 30
         after = [Message.from_json({"phase": "after", "n": n}) for n in range(50)]
         for message in after:
-            send_until_acknowledged(p, message, deadline)
+            retrying(partial(p.send, message), deadline, 0.05, EndpointUnavailableError)
         got = read(sink, 50, 30.0)
         assert {m.id for m in after} <= {m.id for m in got}
         assert route.running  # the route never died

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from mq_bridge import Consumer, Message, Publisher
-from mq_bridge.endpoints.base import Batch, InputEndpoint, OutputEndpoint
+from mq_bridge.endpoints.base import Batch, InputEndpoint
 from mq_bridge.errors import ConfigError, EndpointUnavailableError
-from mq_bridge.runtime.factory import build_input, build_output, new_context
 from tests.brokers import require_broker
+from tests.mq_bridge.helpers import open_input, open_output
 
 DATABASES = ["postgres", "mysql", "sqlite"]
 
@@ -78,18 +78,6 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, st
 
 def config(url: str, table: str, **options: Any) -> dict[str, Any]:
     return {"sqlx": {"url": url, "table": table, "auto_create_table": True, **options}}
-
-
-def open_input(cfg: dict[str, Any]) -> InputEndpoint:
-    source = build_input(cfg, new_context("sqlx-test"))
-    source.connect()
-    return source
-
-
-def open_output(cfg: dict[str, Any]) -> OutputEndpoint:
-    output = build_output(cfg, new_context("sqlx-test"))
-    output.connect()
-    return output
 
 
 def receive_all(source: InputEndpoint, count: int, timeout: float = 15.0) -> list[Batch]:

@@ -16,25 +16,14 @@ from typing import Any
 import pytest
 
 from mq_bridge import Consumer, Message, Publisher, Route
-from mq_bridge.errors import is_retriable
 from tests.brokers import require_broker, restart_broker
 from tests.mq_bridge.endpoints.test_sqlx import drop_table, unique_table
+from tests.mq_bridge.helpers import retrying
 
 pytestmark = pytest.mark.slow
 
 COUNT = 300
 DEADLINE = 120.0
-
-
-def retrying(call, deadline: float):  # type: ignore[no-untyped-def]
-    """`call()` until it returns, retrying retriable errors (bounded by `deadline`)."""
-    while True:
-        try:
-            return call()
-        except Exception as error:
-            if not is_retriable(error) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,12 +20,7 @@ from mq_bridge import Consumer, Message, Publisher, Route
 from mq_bridge.endpoints.base import Batch
 from mq_bridge.errors import ConfigError, EndpointUnavailableError
 from mq_bridge.runtime.factory import build_input, build_output, new_context
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.helpers import free_port
 
 
 def ws_config(port: int, **options: Any) -> dict[str, Any]:

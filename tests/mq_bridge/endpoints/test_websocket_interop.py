@@ -14,8 +14,9 @@ import pytest
 
 from mq_bridge import Consumer, Message, Publisher, Route
 from tests import peers
+from tests.helpers import free_port
 from tests.mq_bridge.endpoints.test_http_interop import PEER_SCRIPT, peer_process
-from tests.mq_bridge.endpoints.test_websocket import free_port, ws_config
+from tests.mq_bridge.endpoints.test_websocket import ws_config
 
 PAYLOADS = [b'{"order": 1}', "ünïcode text".encode(), b"plain"]
 

@@ -19,6 +19,7 @@ from mq_bridge.endpoints.base import Batch, InputEndpoint, OutputEndpoint
 from mq_bridge.endpoints.zeromq.codec import decode, encode_envelopes
 from mq_bridge.errors import ClosedError, ConfigError, EndpointError, EndpointUnavailableError
 from mq_bridge.runtime.factory import build_input, build_output, new_context
+from tests.helpers import free_port
 from tests.mq_bridge.endpoints.test_network_memory import (
     GROWTH_LIMIT,
     growth_after_churn,
@@ -26,12 +27,6 @@ from tests.mq_bridge.endpoints.test_network_memory import (
 )
 
 Config = dict[str, Any]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def zeromq(port: int, **options: Any) -> Config:

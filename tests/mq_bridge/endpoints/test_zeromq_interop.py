@@ -20,7 +20,8 @@ import pytest
 from mq_bridge import Message, Route
 from mq_bridge.runtime.factory import build_input, build_output, new_context
 from tests import peers
-from tests.mq_bridge.endpoints.test_zeromq import free_port, receive_n, zeromq
+from tests.helpers import free_port
+from tests.mq_bridge.endpoints.test_zeromq import receive_n, zeromq
 
 PEER_SCRIPT = r"""
 import json, sys, time

@@ -13,7 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mq_bridge import MemoryDrainer, NonRetryableError, Publisher, RetryableError, Route
 from mq_bridge.observability.prometheus import metrics_registry, serve_metrics
-from tests.mq_bridge.helpers import unique, wait_until
+from tests.helpers import wait_until
+from tests.mq_bridge.helpers import unique
 from twainmq import Twain
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -15,7 +15,8 @@ from opentelemetry.trace import SpanKind, format_span_id, format_trace_id
 from mq_bridge import Publisher, Route
 from mq_bridge.observability import disable_tracing, enable_tracing
 from mq_bridge.observability.tracing import enabled
-from tests.mq_bridge.helpers import unique, wait_until
+from tests.helpers import wait_until
+from tests.mq_bridge.helpers import unique
 
 
 @pytest.fixture

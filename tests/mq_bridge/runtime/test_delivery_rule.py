@@ -26,7 +26,8 @@ from mq_bridge.errors import (
 from mq_bridge.middleware.retry import RetriesExhaustedError
 from mq_bridge.observability.counters import route_counters
 from mq_bridge.runtime.failures import FailurePolicy, Verdict
-from tests.mq_bridge.helpers import read, unique, wait_until
+from tests.helpers import wait_until
+from tests.mq_bridge.helpers import read, unique
 from tests.mq_bridge.runtime.outage import Server
 from tests.mq_bridge.runtime.scripted import Script
 

@@ -8,7 +8,8 @@ from collections import Counter
 
 from mq_bridge import Consumer, Message, NonRetryableError, Publisher, RetryableError, Route
 from mq_bridge.errors import EndpointUnavailableError
-from tests.mq_bridge.helpers import read, unique, wait_until
+from tests.helpers import wait_until
+from tests.mq_bridge.helpers import read, unique
 from tests.mq_bridge.runtime.scripted import Script
 
 

@@ -14,7 +14,8 @@ from mq_bridge import Message, Publisher, Route
 from mq_bridge.config.declarations import Options, secret_field
 from mq_bridge.endpoints.registry import ENDPOINT_MODULES
 from mq_bridge.errors import ConfigError, EndpointError, EndpointUnavailableError
-from tests.mq_bridge.helpers import read, unique, wait_until
+from tests.helpers import wait_until
+from tests.mq_bridge.helpers import read, unique
 from tests.mq_bridge.runtime.scripted import Script
 
 

@@ -1,8 +1,5 @@
 """Helpers shared by the consumer-group tests."""
 
-import time
-from collections.abc import Callable
-
 from twainmq.groups import GroupMember
 
 
@@ -11,13 +8,3 @@ def sync(member: GroupMember) -> None:
     if member.refresh():
         member.release(member.revocations())
         member.acquire_pending()
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0, step: float = 0.002) -> float:
-    """Poll ``condition`` until true; return the seconds it took. Fails after ``timeout``."""
-    start = time.monotonic()
-    while not condition():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(step)
-    return time.monotonic() - start

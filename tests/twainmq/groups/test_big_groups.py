@@ -8,7 +8,8 @@ import os
 import threading
 from pathlib import Path
 
-from tests.twainmq.groups.conftest import sync, wait_until
+from tests.helpers import wait_until
+from tests.twainmq.groups.conftest import sync
 from twainmq.groups import GroupMember, GroupPaths
 from twainmq.groups.locking import exclusive_lock
 from twainmq.groups.membership import MemberFile
@@ -40,7 +41,7 @@ def test_an_admitted_joiner_joins_without_the_group_lock(tmp_path: Path) -> None
             assert locked
             joiner = threading.Thread(target=lambda: joined.append(GroupMember(paths, 4)))
             joiner.start()
-            wait_until(lambda: len(os.listdir(paths.members)) == 2)
+            assert wait_until(lambda: len(os.listdir(paths.members)) == 2)
             assert not joined  # it waits for the lock, or to be admitted
             # Admit it as the lock holder's rebalance would, without letting go of the lock.
             from twainmq.groups.assignor import assign_partitions
@@ -56,7 +57,7 @@ def test_an_admitted_joiner_joins_without_the_group_lock(tmp_path: Path) -> None
             assert joined and joined[0].generation == state.generation + 1
         sync(first)
         second = joined[0]
-        wait_until(lambda: (sync(first), sync(second)) and len(second.owned()) == 2)
+        assert wait_until(lambda: (sync(first), sync(second)) and len(second.owned()) == 2)
         assert sorted([*first.owned(), *second.owned()]) == [0, 1, 2, 3]
     finally:
         first.leave()

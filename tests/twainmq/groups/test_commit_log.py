@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.helpers import wait_until
 from tests.sync_log import record_syncs
-from tests.twainmq.groups.conftest import wait_until
 from twainmq import Twain
 from twainmq.cli import main
 from twainmq.groups import GroupPaths, commit_log
@@ -127,7 +127,7 @@ def test_commits_of_several_members_and_compaction_keep_every_latest_offset(
     first = tmq.consumer("t", group="g")
     second = tmq.consumer("t", group="g")
     try:
-        wait_until(lambda: (first.poll(), second.poll()) and len(first.assignment()) == 2)
+        assert wait_until(lambda: (first.poll(), second.poll()) and len(first.assignment()) == 2)
         inodes = set()
         for number in range(1, 400):
             first.commit({p: number for p in first.assignment()})
@@ -179,7 +179,7 @@ def test_concurrent_commits_share_one_fsync(tmq: Twain, monkeypatch: pytest.Monk
     def slow_first_sync(fd: int) -> None:
         calls.append(fd)
         if len(calls) == 1:  # the first leader waits until every other thread appended
-            wait_until(lambda: paths.commit_log.stat().st_size >= size + 8 * record)
+            assert wait_until(lambda: paths.commit_log.stat().st_size >= size + 8 * record)
         real(fd)
 
     monkeypatch.setattr(os, "fdatasync", slow_first_sync)
@@ -202,13 +202,13 @@ def test_batch_syncs_in_the_background(tmq: Twain, monkeypatch: pytest.MonkeyPat
         syncs = record_syncs(monkeypatch)
         for number in range(50):
             consumer.commit({0: number + 1})
-        wait_until(
+        assert wait_until(
             lambda: (
                 decode_header(paths.commit_log.read_bytes())[1] > 0
                 and bool(syncs.of_files("commits.log"))
             )
         )
-        wait_until(
+        assert wait_until(
             lambda: (
                 decode_header(paths.commit_log.read_bytes())[1] == paths.commit_log.stat().st_size
             )

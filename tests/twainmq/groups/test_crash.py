@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.twainmq.groups.conftest import wait_until
+from tests.helpers import wait_until
 from tests.twainmq.groups.ownership_log import check_log, missing_messages
 from twainmq import Twain
 
@@ -40,7 +40,9 @@ def stop_and_kill(process: subprocess.Popen, log: Path) -> None:
 
 def both_own_partitions_and_read(tmq, log, first, second, at_least: int) -> None:  # type: ignore[no-untyped-def]
     """Wait until both workers own partitions, then feed them until both have read."""
-    wait_until(lambda: lines_of(log, first.pid, "A") > 0 and lines_of(log, second.pid, "A") > 0, 60)
+    assert wait_until(
+        lambda: lines_of(log, first.pid, "A") > 0 and lines_of(log, second.pid, "A") > 0, 60
+    )
     written = 0
     while lines_of(log, first.pid) < at_least or lines_of(log, second.pid) == 0:
         assert written < 100_000, "the workers do not read"
@@ -74,7 +76,7 @@ def test_kill_9_mid_consumption_loses_nothing(tmp_path):
             for i in range(2000, 3000):
                 producer.write_message(i, f"m{i}")
         ends = tmq.end_offsets("events")
-        wait_until(lambda: not missing_messages(check_log(log), ends), 60, step=0.05)
+        assert wait_until(lambda: not missing_messages(check_log(log), ends), 60, step=0.05)
     finally:
         for process in (victim, survivor):
             process.kill()
@@ -107,16 +109,16 @@ def test_a_hung_member_is_expelled_and_cannot_read_or_commit_what_it_lost(tmp_pa
         os.waitpid(hung.pid, os.WUNTRACED)
         with open(log, "a") as file:
             file.write(f"X {hung.pid}\n")  # frozen: it reads nothing until SIGCONT
-        wait_until(lambda: set(check_log(log).holders.values()) == {healthy.pid}, 60)
-        wait_until(lambda: len(check_log(log).holders) == 4, 60)
+        assert wait_until(lambda: set(check_log(log).holders.values()) == {healthy.pid}, 60)
+        assert wait_until(lambda: len(check_log(log).holders) == 4, 60)
         os.kill(hung.pid, signal.SIGCONT)
         with tmq.producer("events") as producer:
             for i in range(1000, 2000):
                 producer.write_message(i, f"m{i}")
         ends = tmq.end_offsets("events")
-        wait_until(lambda: not missing_messages(check_log(log), ends), 60, step=0.05)
+        assert wait_until(lambda: not missing_messages(check_log(log), ends), 60, step=0.05)
         # it woke up, found itself expelled, and joined again as a new member
-        wait_until(lambda: lines_of(log, hung.pid, "A") > lines_before_x(log, hung.pid), 60)
+        assert wait_until(lambda: lines_of(log, hung.pid, "A") > lines_before_x(log, hung.pid), 60)
     finally:
         for process in (hung, healthy):
             process.kill()

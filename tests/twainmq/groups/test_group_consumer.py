@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
+from tests.helpers import wait_until
 from tests.seed_samples import CONSUME, CREATE_TOPIC, GROUPS, PRODUCE
-from tests.twainmq.groups.conftest import wait_until
 from twainmq import ClosedError, Twain
 from twainmq.groups import CommitFencedError, PartitionNotOwnedError, group_lag
 
@@ -25,7 +25,7 @@ def write(tmq, count, start=0):
 
 def drain(consumer, expected, timeout=10.0):
     got = []
-    wait_until(lambda: got.extend(consumer.poll_many(100)) or len(got) >= expected, timeout)
+    assert wait_until(lambda: got.extend(consumer.poll_many(100)) or len(got) >= expected, timeout)
     return got
 
 
@@ -57,10 +57,12 @@ def test_the_seed_group_sample_shares_the_partitions(tmp_path):
     run_create_and_produce(namespace, tmp_path)
     run_sample(GROUPS, namespace, tmp_path)
     c1, c2 = namespace["c1"], namespace["c2"]
-    wait_until(lambda: (c1.poll(), c2.poll(), len(c1.assignment()) == len(c2.assignment()) == 2)[2])
+    assert wait_until(
+        lambda: (c1.poll(), c2.poll(), len(c1.assignment()) == len(c2.assignment()) == 2)[2]
+    )
     assert sorted(c1.assignment() + c2.assignment()) == [0, 1, 2, 3]
     c1.close()
-    wait_until(lambda: (c2.poll(), c2.assignment() == [0, 1, 2, 3])[1])
+    assert wait_until(lambda: (c2.poll(), c2.assignment() == [0, 1, 2, 3])[1])
     c2.close()
 
 
@@ -85,7 +87,9 @@ def test_start_from_now_skips_what_was_there_and_sticks_to_the_group_creation(tm
     write(tmq, 8, start=20)
     second = tmq.consumer("events", group="g", start_from="now")
     got = []
-    wait_until(lambda: got.extend(first.poll_many(10) + second.poll_many(10)) or len(got) >= 8)
+    assert wait_until(
+        lambda: got.extend(first.poll_many(10) + second.poll_many(10)) or len(got) >= 8
+    )
     assert sorted(m.message for m in got) == sorted(f"m{i}" for i in range(20, 28))
     first.close()
     second.close()
@@ -95,7 +99,7 @@ def test_explicit_commits_and_fencing(tmq):
     write(tmq, 40)
     c1 = tmq.consumer("events", group="g")
     c2 = tmq.consumer("events", group="g")
-    wait_until(lambda: (c1.poll(), c2.poll(), len(c1.assignment()) == 2)[2])
+    assert wait_until(lambda: (c1.poll(), c2.poll(), len(c1.assignment()) == 2)[2])
     mine, theirs = c1.assignment(), c2.assignment()
     c1.commit({mine[0]: 3})
     assert c2.committed()[mine[0]] == 3
@@ -130,7 +134,7 @@ def test_callbacks_see_assignments_and_a_commit_in_on_revoke_hands_over_exactly(
         got.extend(m.message for m in consumer.poll_many(100) + other.poll_many(100))
         return len(got) >= 400 and len(consumer.assignment()) == 2
 
-    wait_until(collect)
+    assert wait_until(collect)
     assert events[1][0] == "revoke" and len(events[1][1]) == 2
     assert sorted(got) == sorted(f"m{i}" for i in range(400))  # none lost, none twice
     consumer.close()
@@ -184,7 +188,7 @@ def test_members_in_threads_consume_everything_exactly_once_without_churn(tmq):
     threads = [threading.Thread(target=consume, args=(i,)) for i in range(3)]
     for thread in threads:
         thread.start()
-    wait_until(lambda: sum(map(len, results)) >= 2000, 30)
+    assert wait_until(lambda: sum(map(len, results)) >= 2000, 30)
     done.set()
     for thread in threads:
         thread.join()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.twainmq.groups.conftest import wait_until
+from tests.helpers import wait_until
 from twainmq import Twain
 from twainmq.cli import main
 
@@ -27,7 +27,7 @@ def test_list_and_describe_an_active_group(store, capsys):
     root = str(store.root_dir)
     assert "no consumer groups" in run(capsys, "--root", root, "groups", "list")[1]
     consumer = store.consumer("events", group="readers")
-    wait_until(lambda: len(consumer.poll_many(20)) == 0)
+    assert wait_until(lambda: len(consumer.poll_many(20)) == 0)
     consumer.commit()
     code, out, _ = run(capsys, "--root", root, "groups", "list")
     assert code == 0

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.twainmq.groups.conftest import sync, wait_until
+from tests.helpers import wait_until
+from tests.twainmq.groups.conftest import sync
 from twainmq.groups import (
     CommitFencedError,
     GroupMember,
@@ -45,7 +46,7 @@ def settle(*members: GroupMember, timeout: float = 10.0) -> None:
             for m in members
         )
 
-    wait_until(settled, timeout)
+    assert wait_until(settled, timeout)
 
 
 def test_a_lone_member_owns_every_partition(tmp_path):
@@ -156,7 +157,7 @@ def test_a_killed_member_is_detected_and_its_partitions_move(tmp_path):
         text=True,
     )
     try:
-        wait_until(lambda: (sync(survivor), len(survivor.owned()) == 2)[1])
+        assert wait_until(lambda: (sync(survivor), len(survivor.owned()) == 2)[1])
         assert child.stdout is not None
         for line in child.stdout:  # wait until the child owns its two partitions
             if line.split()[0] == "owned" and len(line.split()) == 3:
@@ -166,7 +167,7 @@ def test_a_killed_member_is_detected_and_its_partitions_move(tmp_path):
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
         # The bench measures how fast (bench/twainmq_groups.py); here: that it happens.
-        wait_until(lambda: (sync(survivor), len(survivor.owned()) == 4)[1])
+        assert wait_until(lambda: (sync(survivor), len(survivor.owned()) == 4)[1])
     finally:
         child.kill()
         child.wait()
@@ -242,7 +243,7 @@ def test_a_hung_member_is_expelled_after_the_session_timeout_and_fenced(tmp_path
     hung, healthy = join(tmp_path, settings=settings), join(tmp_path, settings=settings)
     settle(hung, healthy)
     lost = sorted(hung.owned())
-    wait_until(lambda: (sync(healthy), len(healthy.owned()) == 4)[1])
+    assert wait_until(lambda: (sync(healthy), len(healthy.owned()) == 4)[1])
     with pytest.raises(CommitFencedError) as caught:
         hung.commit({p: 1 for p in lost})
     assert caught.value.partitions == lost

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.twainmq.groups.conftest import wait_until
+from tests.helpers import wait_until
 from tests.twainmq.groups.ownership_log import check_log, missing_messages
 from tests.twainmq.groups.test_crash import start_worker, stop_and_kill
 from twainmq import Twain
@@ -61,7 +61,7 @@ def test_random_joins_leaves_and_kills_keep_ownership_exclusive_and_lose_nothing
         producer.join()
         workers.append(start_worker(root, log))  # a last member drains the rest
         ends = tmq.end_offsets("events")
-        wait_until(lambda: not missing_messages(check_log(log), ends), 60, step=0.1)
+        assert wait_until(lambda: not missing_messages(check_log(log), ends), 60, step=0.1)
     finally:
         stop.set()
         for worker in workers:
