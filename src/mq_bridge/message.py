@@ -410,7 +410,8 @@ def json_send_parts(
     dump: Callable[[Any], bytes] = dump_json,
 ) -> tuple[bytes, dict[str, str], int]:
     """The payload, checked metadata and id of `Message.from_json(data, metadata, id)` about
-    to be sent: the prologue of `Publisher.send_json` and of every endpoint's `json_sender`.
+    to be sent: the prologue of every endpoint's `json_sender` (`Publisher.send_json` writes
+    the same three lines out, for the cost of a call on its in-process path).
 
     The checks run in `Message`'s order (payload, metadata, id), so a bad value fails here
     exactly as ``send_one(Message.from_json(data, metadata, id))`` would; the id is the one
